@@ -1,0 +1,4 @@
+from mlx_builder.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Errors a user can act on.
+
+Every error says what failed, why, and what to do next, and carries its own
+exit code so scripts can tell failures apart. Codes are stable: add new ones,
+never renumber.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class MlxBuilderError(Exception):
+    """Base class. Subclasses set ``exit_code``."""
+
+    exit_code = 1
+
+    def __init__(self, what: str, why: str = "", next_step: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.why = why
+        self.next_step = next_step
+
+    def render(self) -> str:
+        lines = [f"error: {self.what}"]
+        if self.why:
+            lines.append(f"  why: {self.why}")
+        if self.next_step:
+            lines.append(f"  next: {self.next_step}")
+        return "\n".join(lines)
+
+
+class ConfigError(MlxBuilderError):
+    exit_code = 10
+
+
+class RefError(MlxBuilderError):
+    """A version, tag, branch or commit that does not resolve."""
+
+    exit_code = 11
+
+
+class SeriesError(MlxBuilderError):
+    """No patch series covers the requested MLX version, or the index is bad."""
+
+    exit_code = 12
+
+
+class PatchConflictError(MlxBuilderError):
+    exit_code = 13
+
+    def __init__(self, what: str, why: str = "", next_step: str = "",
+                 conflicts: list["Conflict"] | None = None) -> None:
+        super().__init__(what, why, next_step)
+        self.conflicts = conflicts or []
+
+
+class DirtyTreeError(MlxBuilderError):
+    """A work tree holds uncommitted changes we refuse to overwrite."""
+
+    exit_code = 14
+
+
+class ToolchainError(MlxBuilderError):
+    exit_code = 15
+
+
+class TargetError(MlxBuilderError):
+    """Unknown build target, or a target this host cannot build."""
+
+    exit_code = 16
+
+
+class BuildError(MlxBuilderError):
+    exit_code = 17
+
+
+class FetchError(MlxBuilderError):
+    """Network or mirror access failed (clone, fetch, dependency download)."""
+
+    exit_code = 18
+
+
+class NoGpuError(MlxBuilderError):
+    exit_code = 19
+
+
+class StaleExportError(MlxBuilderError):
+    """``export --check`` found patches on disk that differ from the branch."""
+
+    exit_code = 20
+
+
+class TestFailureError(MlxBuilderError):
+    exit_code = 21
+
+
+class DepsError(MlxBuilderError):
+    exit_code = 22
+
+
+class WheelError(MlxBuilderError):
+    """A wheel that is missing, malformed or lacks our manifest."""
+
+    exit_code = 23
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Where a patch failed to apply."""
+
+    patch: str
+    file: str
+    line: int | None = None
+    hunk: str = ""
+
+    def describe(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        hunk = f" (hunk {self.hunk})" if self.hunk else ""
+        return f"{self.patch}: {where}{hunk}"

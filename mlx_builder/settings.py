@@ -1,0 +1,187 @@
+"""Frozen, typed settings.
+
+Precedence: command-line option > environment variable > config file > default.
+Nothing here names a path of any particular machine: mirrors, dependency
+directories and caches come from the user.
+
+Config file (TOML), default ``~/.config/mlx-builder/config.toml`` or
+``$MLX_BUILDER_CONFIG``::
+
+    mlx_repo = "/srv/mirrors/mlx.git"      # URL or local path
+    cache_dir = "~/.cache/mlx-builder"
+    work_dir = "~/mlx-builder/work"
+    jobs = 16
+
+    [dep_sources]                           # FetchContent name -> repo or dir
+    nanobind = "/srv/mirrors/nanobind.git"
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from mlx_builder.errors import ConfigError
+
+DEFAULT_MLX_REPO = "https://github.com/ml-explore/mlx"
+ENV_PREFIX = "MLX_BUILDER_"
+ENV_DEP_PREFIX = "MLX_BUILDER_DEP_"
+
+
+def _package_patches_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    bundled = here / "_patches"
+    if bundled.is_dir():
+        return bundled
+    return here.parent / "patches"
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mlx-builder"
+
+
+def _default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "mlx-builder" / "config.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    mlx_repo: str = DEFAULT_MLX_REPO
+    cache_dir: Path = field(default_factory=_default_cache)
+    work_dir: Path | None = None
+    patches_dir: Path = field(default_factory=_package_patches_dir)
+    log_dir: Path | None = None
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 2)
+    offline: bool = False
+    dep_sources: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}))
+    config_path: Path | None = None
+
+    # Derived locations. A field set explicitly wins over these.
+    @property
+    def mirror_dir(self) -> Path:
+        return self.cache_dir / "mirrors" / "mlx.git"
+
+    @property
+    def deps_dir(self) -> Path:
+        return self.cache_dir / "deps"
+
+    @property
+    def worktrees_dir(self) -> Path:
+        return self.work_dir or (self.cache_dir / "work")
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.log_dir or (self.cache_dir / "logs")
+
+    def with_overrides(self, **overrides: Any) -> "Settings":
+        """A copy with the given non-None values replaced."""
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **_coerce(clean))
+
+
+_PATH_FIELDS = {"cache_dir", "work_dir", "patches_dir", "log_dir", "config_path"}
+
+
+def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
+    known = {f.name for f in fields(Settings)}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(
+                f"unknown setting {key!r}",
+                f"known settings are: {', '.join(sorted(known))}",
+                "fix the name in your config file or environment",
+            )
+        if key in _PATH_FIELDS and value is not None:
+            value = Path(str(value)).expanduser()
+        elif key == "jobs":
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"jobs must be an integer, got {value!r}") from None
+            if value < 1:
+                raise ConfigError(f"jobs must be at least 1, got {value}")
+        elif key == "offline" and isinstance(value, str):
+            value = value.strip().lower() in {"1", "true", "yes", "on"}
+        elif key == "dep_sources":
+            value = MappingProxyType({str(k).lower(): str(v)
+                                      for k, v in dict(value).items()})
+        elif key == "mlx_repo":
+            value = str(value)
+        out[key] = value
+    return out
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"cannot parse config file {path}", str(exc),
+            "fix the TOML syntax or point MLX_BUILDER_CONFIG elsewhere",
+        ) from None
+    return data
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    simple = {
+        "MLX_REPO": "mlx_repo",
+        "CACHE": "cache_dir",
+        "WORK": "work_dir",
+        "PATCHES": "patches_dir",
+        "LOGS": "log_dir",
+        "JOBS": "jobs",
+        "OFFLINE": "offline",
+    }
+    for suffix, key in simple.items():
+        value = env.get(ENV_PREFIX + suffix)
+        if value:
+            out[key] = value
+    deps = {name[len(ENV_DEP_PREFIX):].lower(): value
+            for name, value in env.items()
+            if name.startswith(ENV_DEP_PREFIX) and value}
+    if deps:
+        out["dep_sources"] = deps
+    return out
+
+
+def load_settings(env: Mapping[str, str] | None = None,
+                  config_path: Path | None = None,
+                  **overrides: Any) -> Settings:
+    """Settings from defaults, then config file, then environment, then options."""
+    env = os.environ if env is None else env
+    explicit = config_path or (Path(env["MLX_BUILDER_CONFIG"]).expanduser()
+                               if env.get("MLX_BUILDER_CONFIG") else None)
+    path = explicit or _default_config_path()
+    merged: dict[str, Any] = {}
+    if path.is_file():
+        merged.update(_from_file(path))
+        merged["config_path"] = path
+    elif explicit is not None:
+        raise ConfigError(
+            f"config file {path} does not exist",
+            "it was named by --config or MLX_BUILDER_CONFIG",
+            "create it or unset MLX_BUILDER_CONFIG",
+        )
+    env_values = _from_env(env)
+    file_deps = dict(merged.get("dep_sources", {}))
+    file_deps.update(env_values.pop("dep_sources", {}))
+    merged.update(env_values)
+    if file_deps:
+        merged["dep_sources"] = file_deps
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**_coerce(merged))
