@@ -1,0 +1,75 @@
+"""``mlx-builder install``: pick the prebuilt wheel that fits this host, pip it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from mlx_builder.console import console
+from mlx_builder.errors import WheelError
+from mlx_builder.install import choose_wheel, detect_host, pip_command
+from mlx_builder.runner import StepRunner
+from mlx_builder.settings import Settings
+from mlx_builder.wheelindex import load_listing
+
+
+@click.command("install")
+@click.option("--index", "index", required=True, metavar="URL|DIR",
+              help="Index root written by `mlx-builder index` (directory, "
+                   "file:// or http(s) URL; its simple/ URL also works).")
+@click.option("--mlx", default=None,
+              help="Version (0.32.1), specifier (>=0.32), upstream commit "
+                   "prefix or series name; default: the newest that fits.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "metal", "cpu"]),
+              default="auto", show_default=True,
+              help="Which kind of wheel; auto follows the detected GPU.")
+@click.option("--python", "python", default=None,
+              help="Interpreter to install into (default: this one).")
+@click.option("--pip-arg", "pip_args", multiple=True,
+              help="Extra argument for pip (repeatable), e.g. --pip-arg=--no-deps.")
+@click.option("--dry-run", is_flag=True,
+              help="Show the host, the choice and why, and every rejected wheel.")
+@click.option("--json", "as_json", is_flag=True, help="Print the choice as JSON.")
+@click.pass_obj
+def command(settings: Settings, index: str, mlx: str | None, backend: str,
+            python: str | None, pip_args: tuple[str, ...], dry_run: bool,
+            as_json: bool) -> None:
+    """Detect platform and GPU, choose the matching wheel and pip install it."""
+    host = detect_host(python=python)
+    listing = load_listing(index, offline=settings.offline)
+    choice = choose_wheel(((e, listing.locate(e)) for e in listing.wheels), host,
+                          None if backend == "auto" else backend, mlx)
+    if as_json:
+        print(json.dumps(choice.to_json(), indent=2))
+    else:
+        console.print(f"host:   {host.describe()}", markup=False)
+        console.print(f"index:  {listing.source} ({len(listing.wheels)} wheels)",
+                      markup=False)
+        table = Table("wheel", "verdict", "reason", title="candidates")
+        for cand in choice.candidates:
+            verdict = ("chosen" if cand is choice.chosen
+                       else "ok" if cand.accepted else "rejected")
+            table.add_row(Text(cand.filename), verdict, Text(cand.reason))
+        console.print(table)
+    if choice.chosen is None:
+        raise WheelError(f"no wheel in {index} fits this host ({choice.backend})",
+                         f"host: {host.describe()}",
+                         "see the reasons above; build one with `mlx-builder "
+                         "build`, or pass --backend/--mlx")
+    if not as_json:
+        console.print(f"choice: {choice.chosen.filename}\n  why:  {choice.chosen.reason}",
+                      markup=False)
+    if dry_run:
+        return
+    cmd = pip_command(python or sys.executable, choice.chosen.location, pip_args,
+                      settings.offline)
+    runner = StepRunner(settings.logs_dir / f"install-{time.strftime('%Y%m%d-%H%M%S')}")
+    result = runner.run("pip-install", cmd, error_cls=WheelError,
+                        hint="check the pip log; --pip-arg passes options to pip")
+    console.print(f"installed {choice.chosen.filename} (log: {result.log_path})",
+                  markup=False)
