@@ -105,6 +105,12 @@ class WheelError(MlxBuilderError):
     exit_code = 23
 
 
+class RegressionError(MlxBuilderError):
+    """Nightly: a patch that applied before now conflicts, or a build/test failed."""
+
+    exit_code = 24
+
+
 @dataclass(frozen=True)
 class Conflict:
     """Where a patch failed to apply."""
