@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Drive the tiled attention kernel outside MLX: correctness and speed.
+
+    python scripts/attn_harness/run.py build --mlx-src TREE [--arch 90a]
+    python scripts/attn_harness/run.py check [--quick] [--config small|large|both]
+    python scripts/attn_harness/run.py bench [--json OUT]
+
+`build` compiles harness.cu against the kernel headers of a patched MLX tree
+(the files the patch adds, not copies). `check` runs the kernel on fresh random
+inputs and compares with a float64 reference (relative Frobenius error, NaN
+never passes). `bench` times causal prefill against PyTorch's flash, cuDNN and
+memory-efficient SDPA backends in the same process (no MLX is imported here).
+Needs PyTorch with CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import itertools
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_LIB = HERE / "build" / "libattn_harness.so"
+
+MASKS = ("none", "causal", "additive", "bool")
+MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 2}
+CONFIGS = {"small": 0, "large": 1}
+TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
+
+
+def build(args: argparse.Namespace) -> None:
+    out = Path(args.out or DEFAULT_LIB)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["nvcc", "-O3", "-std=c++17", f"-arch=sm_{args.arch}", "--shared",
+           "-Xcompiler", "-fPIC", "-lineinfo", f"-I{args.mlx_src}",
+           str(HERE / "harness.cu"), "-o", str(out)]
+    if args.verbose:
+        cmd += ["-Xptxas", "-v"]
+    start = time.monotonic()
+    subprocess.run(cmd, check=True)
+    print(f"built {out} in {time.monotonic() - start:.1f} s")
+
+
+@dataclass
+class Case:
+    D: int
+    dtype: str
+    mask: str
+    qL: int
+    kL: int
+    gqa: int
+    B: int = 2
+    Hkv: int = 2
+    layout: str = "bhld"  # or "blhd": MLX's transposed projections
+    sinks: bool = False
+    config: str = "large"
+
+
+class Kernel:
+    def __init__(self, lib_path: Path) -> None:
+        self.lib = ctypes.CDLL(str(lib_path))
+        f = self.lib.harness_sdpa_tiled
+        f.restype = ctypes.c_int
+        ll_p = ctypes.POINTER(ctypes.c_longlong)
+        f.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 6 + \
+            [ctypes.c_int] * 5 + [ctypes.c_float] + [ll_p] * 5 + [ctypes.c_void_p]
+
+    def __call__(self, q, k, v, o, *, scale, mask_kind, mask=None, sinks=None,
+                 config="large", stream=None):
+        import torch
+        B, H, qL, D = q.shape
+        kL = k.shape[2]
+
+        def strides(t):
+            if t is None:
+                return None
+            return (ctypes.c_longlong * 3)(*t.stride()[:3])
+        dtype = {torch.float16: 0, torch.bfloat16: 1}[q.dtype]
+        rc = self.lib.harness_sdpa_tiled(
+            D, CONFIGS[config], dtype, mask_kind,
+            q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            mask.data_ptr() if mask is not None else None,
+            sinks.data_ptr() if sinks is not None else None,
+            o.data_ptr(), B, H, qL, kL, H // k.shape[1], scale,
+            strides(q), strides(k), strides(v), strides(o), strides(mask),
+            ctypes.c_void_p(stream or torch.cuda.current_stream().cuda_stream))
+        if rc != 0:
+            raise RuntimeError(f"harness_sdpa_tiled returned {rc}")
+
+
+def make_inputs(case: Case, seed: int):
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dt = getattr(torch, case.dtype)
+    H = case.Hkv * case.gqa
+
+    def rnd(b, h, L, d):
+        if case.layout == "blhd":
+            t = torch.randn(b, L, h, d, generator=g, device="cuda", dtype=dt)
+            return t.transpose(1, 2)
+        return torch.randn(b, h, L, d, generator=g, device="cuda", dtype=dt)
+    q = rnd(case.B, H, case.qL, case.D)
+    k = rnd(case.B, case.Hkv, case.kL, case.D)
+    v = rnd(case.B, case.Hkv, case.kL, case.D)
+    mask = None
+    if case.mask in ("additive", "bool"):
+        # A sliding window plus random holes, broadcast over batch and heads.
+        qi = torch.arange(case.qL, device="cuda")[:, None] + (case.kL - case.qL)
+        ki = torch.arange(case.kL, device="cuda")[None, :]
+        window = max(1, case.kL // 3)
+        keep = (ki <= qi) & (ki > qi - window)
+        keep |= torch.rand(case.qL, case.kL, generator=g, device="cuda") < 0.1
+        if case.mask == "bool":
+            add = torch.where(keep, 0.0, float("-inf"))
+        else:
+            add = torch.where(keep, torch.randn(case.qL, case.kL, generator=g,
+                                                device="cuda"), float("-inf"))
+        mask = add.to(dt)[None, None].expand(case.B, H, case.qL, case.kL)
+    sinks = None
+    if case.sinks:
+        sinks = torch.randn(H, generator=g, device="cuda", dtype=dt)
+    return q, k, v, mask, sinks
+
+
+def reference(q, k, v, scale, mask_kind, mask, sinks, chunk=1024):
+    """float64 SDPA with MLX semantics (bottom-right causal, GQA, sinks)."""
+    import torch
+    B, H, qL, D = q.shape
+    Hkv, kL = k.shape[1], k.shape[2]
+    rep = H // Hkv
+    kk = k.double().repeat_interleave(rep, dim=1)
+    vv = v.double().repeat_interleave(rep, dim=1)
+    out = torch.empty(B, H, qL, v.shape[-1], dtype=torch.float64, device=q.device)
+    for s0 in range(0, qL, chunk):
+        s1 = min(qL, s0 + chunk)
+        sc = (q[:, :, s0:s1].double() * scale) @ kk.transpose(-1, -2)
+        if mask_kind == 1:
+            qi = torch.arange(s0, s1, device=q.device)[:, None] + (kL - qL)
+            ki = torch.arange(kL, device=q.device)[None, :]
+            sc = sc.masked_fill(ki > qi, float("-inf"))
+        elif mask_kind == 2:
+            sc = sc + mask[:, :, s0:s1].double()
+        if sinks is not None:
+            sk = sinks.double()[None, :, None, None].expand(B, H, s1 - s0, 1)
+            sc = torch.cat([sk, sc], dim=-1)
+        p = torch.softmax(sc, dim=-1)
+        if sinks is not None:
+            p = p[..., 1:]
+        out[:, :, s0:s1] = p @ vv
+    return out
+
+
+def run_case(kernel: Kernel, case: Case, seed: int) -> dict:
+    import torch
+    q, k, v, mask, sinks = make_inputs(case, seed)
+    scale = 1.0 / math.sqrt(case.D)
+    o = torch.empty(case.B, q.shape[1], case.qL, case.D, device="cuda",
+                    dtype=q.dtype)
+    o.fill_(float("nan"))
+    kernel(q, k, v, o, scale=scale, mask_kind=MASK_KIND[case.mask], mask=mask,
+           sinks=sinks, config=case.config)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, scale, MASK_KIND[case.mask], mask, sinks)
+    # Rows the reference leaves NaN (every key masked) must be NaN in ours too.
+    ref_nan = torch.isnan(ref).any(dim=-1)
+    out = o.double()
+    out_nan = torch.isnan(out).any(dim=-1)
+    nan_rows_match = bool((ref_nan == out_nan).all())
+    valid = ~ref_nan
+    diff = (out - ref)[valid]
+    denom = ref[valid].norm().item()
+    rel = diff.norm().item() / denom if denom > 0 else diff.norm().item()
+    if not math.isfinite(rel):
+        rel = float("inf")
+    ok = nan_rows_match and rel <= TOLERANCE[case.dtype]
+    return {**asdict(case), "rel_err": rel, "nan_rows_match": nan_rows_match,
+            "fully_masked_rows": int(ref_nan.sum()), "ok": ok}
+
+
+SIZES = [(1, 1), (7, 7), (1, 63), (63, 65), (65, 127), (127, 1000),
+         (1000, 1000), (7, 4097), (4097, 4097)]
+LONG_SIZES = [(16384, 16384), (1000, 16384)]
+
+
+def check_cases(quick: bool, configs: list[str]) -> list[Case]:
+    cases = []
+    gqas = itertools.cycle([1, 2, 4, 8])
+    layouts = itertools.cycle(["bhld", "blhd"])
+    sizes = SIZES[:6] if quick else SIZES
+    for config, D, dtype, mask in itertools.product(
+            configs, (192, 256, 512), ("bfloat16", "float16"), MASKS):
+        for qL, kL in sizes:
+            if mask == "causal" and qL > kL:
+                continue
+            cases.append(Case(D, dtype, mask, qL, kL, next(gqas),
+                              layout=next(layouts), config=config))
+        cases.append(Case(D, dtype, mask, 65, 300, 2, sinks=True, config=config))
+    if not quick:
+        for config, D, mask in itertools.product(configs, (192, 256, 512),
+                                                 ("causal", "bool")):
+            for qL, kL in LONG_SIZES:
+                cases.append(Case(D, "bfloat16", mask, qL, kL, 8, B=1, Hkv=1,
+                                  config=config))
+    return cases
+
+
+def check(args: argparse.Namespace) -> int:
+    import torch
+    kernel = Kernel(Path(args.lib))
+    configs = ["small", "large"] if args.config == "both" else [args.config]
+    cases = check_cases(args.quick, configs)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    print(f"{len(cases)} cases, seed {seed}, device {torch.cuda.get_device_name()}")
+    results, failed = [], 0
+    for i, case in enumerate(cases):
+        r = run_case(kernel, case, seed + i)
+        results.append(r)
+        if not r["ok"]:
+            failed += 1
+            print(f"FAIL {case} rel={r['rel_err']:.3e} nan_rows_match={r['nan_rows_match']}")
+    worst = {}
+    for r in results:
+        key = (r["D"], r["dtype"], r["config"])
+        worst[key] = max(worst.get(key, 0.0), r["rel_err"])
+    for key, value in sorted(worst.items()):
+        print(f"D={key[0]} {key[1]:8s} {key[2]:5s} worst rel err {value:.2e}")
+    print(f"check: {len(results) - failed} passed, {failed} failed")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 1 if failed else 0
+
+
+def _time(fn, warmup=2, iters=5):
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def bench(args: argparse.Namespace) -> int:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kernel = Kernel(Path(args.lib))
+    rows = []
+    H, Hkv = 32, 16
+    for D in args.dims:
+        for L in args.lengths:
+            flops = 4 * H * L * L * D / 2
+            dt = torch.bfloat16
+            q = torch.randn(1, H, L, D, device="cuda", dtype=dt)
+            k = torch.randn(1, Hkv, L, D, device="cuda", dtype=dt)
+            v = torch.randn(1, Hkv, L, D, device="cuda", dtype=dt)
+            o = torch.empty_like(q)
+            scale = 1 / math.sqrt(D)
+            row = {"D": D, "L": L}
+            for config in args.configs:
+                ms = _time(lambda: kernel(q, k, v, o, scale=scale, mask_kind=1,
+                                          config=config))
+                row[f"ours_{config}"] = flops / ms / 1e9
+            kf = k.repeat_interleave(H // Hkv, 1)
+            vf = v.repeat_interleave(H // Hkv, 1)
+            for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                                  ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                  ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                try:
+                    with sdpa_kernel(backend):
+                        ms = _time(lambda: torch.nn.functional.scaled_dot_product_attention(
+                            q, kf, vf, is_causal=True))
+                    row[f"torch_{name}"] = flops / ms / 1e9
+                except RuntimeError as exc:
+                    row[f"torch_{name}"] = None
+                    row[f"torch_{name}_error"] = str(exc).splitlines()[0][:120]
+            del kf, vf
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            torch.cuda.empty_cache()
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--mlx-src", required=True, help="patched MLX source tree")
+    b.add_argument("--arch", default="90a")
+    b.add_argument("--out")
+    b.add_argument("--verbose", action="store_true")
+    c = sub.add_parser("check")
+    c.add_argument("--lib", default=str(DEFAULT_LIB))
+    c.add_argument("--quick", action="store_true")
+    c.add_argument("--config", choices=["small", "large", "both"], default="both")
+    c.add_argument("--seed", type=int)
+    c.add_argument("--json")
+    r = sub.add_parser("bench")
+    r.add_argument("--lib", default=str(DEFAULT_LIB))
+    r.add_argument("--dims", type=int, nargs="+", default=[256, 512])
+    r.add_argument("--lengths", type=int, nargs="+",
+                   default=[2048, 8192, 16384, 32768])
+    r.add_argument("--configs", nargs="+", default=["large", "small"])
+    r.add_argument("--json")
+    args = ap.parse_args()
+    if args.cmd == "build":
+        build(args)
+        return 0
+    return check(args) if args.cmd == "check" else bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
