@@ -1,0 +1,59 @@
+"""`mlx-builder apply`: a work tree of MLX with the patch series applied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlx_builder.apply import prepare_tree
+from mlx_builder.console import console
+from mlx_builder.series import BUILD_TARGETS
+
+
+@click.command("apply")
+@click.option("--mlx", "mlx_ref", required=True,
+              help="MLX version (0.32.1), main, a tag or a commit.")
+@click.option("--series", "series_name", default=None,
+              help="Force a series (default: chosen from patches/index.toml).")
+@click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",
+              show_default=True, help="Which patches: cuda, metal, cpu (common only) or all.")
+@click.option("--dest", type=click.Path(path_type=Path), default=None,
+              help="Work tree directory (default: <work dir>/<ref>-<target>).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def command(settings, mlx_ref, series_name, target, dest, as_json) -> None:
+    """Check every patch, then create a work tree with the series as commits.
+
+    Nothing is written when any patch fails to apply; an existing work tree
+    with uncommitted changes is never touched.
+    """
+    tree = prepare_tree(settings, mlx_ref, series_name=series_name,
+                        target=target, dest=dest)
+    if as_json:
+        click.echo(json.dumps({
+            "path": str(tree.path), "upstream": tree.upstream_url,
+            "ref": tree.ref.ref, "kind": tree.ref.kind,
+            "version": tree.ref.version, "base": tree.base_commit,
+            "head": tree.head, "branch": tree.branch,
+            "series": tree.series.name, "target": tree.target,
+            "applied": [p.file for p in tree.applied],
+            "skipped": [p.file for p in tree.skipped],
+            "previous": tree.previous}, indent=2))
+        return
+    console.print(f"work tree: {tree.path}")
+    console.print(f"upstream:  {tree.upstream_url}")
+    console.print(f"base:      {tree.ref.label()} {tree.base_commit}"
+                  f" (version {tree.ref.version or '?'}; refs/mlx-builder/base)")
+    console.print(f"series:    {tree.series.name} [{tree.target}] on branch "
+                  f"{tree.branch}, head {tree.head[:12]}")
+    if not tree.applied:
+        console.print("applied:   (no patches for this target)")
+    for patch in tree.applied:
+        console.print(f"  applied  {patch.file}  [{patch.target}]")
+    for patch in tree.skipped:
+        console.print(f"  skipped  {patch.file}  ({patch.upstream})")
+    if tree.previous:
+        console.print(f"note: the branch's previous tip {tree.previous[:12]} is "
+                      "kept as refs/mlx-builder/previous")

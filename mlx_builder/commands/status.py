@@ -1,0 +1,42 @@
+"""`mlx-builder status`: which patches apply to which MLX, and why not."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from mlx_builder.console import console
+from mlx_builder.errors import PatchConflictError
+from mlx_builder.series import BUILD_TARGETS
+from mlx_builder.status import render_table, status_report, to_json
+
+
+@click.command("status")
+@click.option("--mlx", "mlx_ref", default=None,
+              help="One MLX ref (default: every series at its base, and main).")
+@click.option("--series", "series_name", default=None,
+              help="Only this series (or force it for --mlx).")
+@click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def command(settings, mlx_ref, series_name, target, as_json) -> None:
+    """Per patch: applies / conflicts (file:line) / already upstream.
+
+    Exits non-zero (code 13) when any patch conflicts.
+    """
+    reports = status_report(settings, mlx_ref, series_name=series_name,
+                            target=target)
+    if as_json:
+        click.echo(json.dumps(to_json(reports, settings.mlx_repo), indent=2))
+    else:
+        console.print(render_table(reports))
+    bad = [(r, s) for r in reports for s in r.statuses if s.state == "conflicts"]
+    if bad:
+        raise PatchConflictError(
+            f"{len(bad)} patch(es) conflict: " + "; ".join(
+                f"{r.series.name}@{r.ref.ref}: {s.detail}" for r, s in bad),
+            "see the table above",
+            "rebase those patches and re-export the series",
+            conflicts=[c for _, s in bad for c in s.conflicts])
