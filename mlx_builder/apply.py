@@ -71,8 +71,9 @@ def prepare_tree(settings: Settings, mlx_ref: str, *,
     apply_list = [s for s in statuses if s.state == "applies"]
     skipped = tuple(s.patch for s in statuses if s.state == "upstream")
     branch = BRANCH_PREFIX + series.name
+    was_dir = dest.is_dir()
     tree = _open_tree(dest, repo, settings.mlx_repo, existing)
-    undo = _Undo(tree, dest, existing)
+    undo = _Undo(tree, dest, existing, was_dir)
     try:
         previous = gitops.checkout_branch(tree, branch, resolved.commit)
         for st in apply_list:
@@ -99,8 +100,9 @@ def checkout_clean(settings: Settings, mlx_ref: str,
     existing = _existing_tree(dest)
     if existing:
         gitops.ensure_clean(dest)
+    was_dir = dest.is_dir()
     tree = _open_tree(dest, repo, settings.mlx_repo, existing)
-    undo = _Undo(tree, dest, existing)
+    undo = _Undo(tree, dest, existing, was_dir)
     try:
         gitops.checkout_branch(tree, BRANCH_PREFIX + "clean", resolved.commit)
         gitops.run_git(tree, "config", "mlx-builder.ref", resolved.ref)
@@ -189,8 +191,10 @@ def _record(tree: git.Repo, url: str, resolved: gitops.ResolvedRef,
 class _Undo:
     """Puts a work tree back as it was if writing fails half-way."""
 
-    def __init__(self, tree: git.Repo, dest: Path, existing: bool) -> None:
+    def __init__(self, tree: git.Repo, dest: Path, existing: bool,
+                 was_dir: bool) -> None:
         self.tree, self.dest, self.existing = tree, dest, existing
+        self.was_dir = was_dir
         self.head = gitops.run_git(tree, "symbolic-ref", "-q", "HEAD",
                                    check=False).out.strip()
         self.commit = gitops.rev_commit(tree, "HEAD")
@@ -199,12 +203,19 @@ class _Undo:
                                    check=False).out
 
     def run(self) -> None:
-        if not self.existing:
+        if not self.existing:  # we made it (or it was an empty directory)
             shutil.rmtree(self.dest, ignore_errors=True)
+            self.dest.mkdir(exist_ok=True) if self.was_dir else None
             return
         run = gitops.run_git
-        for line in self.refs.splitlines():
-            name, sha = line.split()
+        before = dict(line.split() for line in self.refs.splitlines())
+        now = run(self.tree, "for-each-ref", "--format=%(refname) %(objectname)",
+                  check=False).out
+        for line in now.splitlines():
+            name = line.split()[0]
+            if name not in before:
+                run(self.tree, "update-ref", "-d", name, check=False)
+        for name, sha in before.items():
             run(self.tree, "update-ref", name, sha, check=False)
         if self.commit:
             run(self.tree, "checkout", "-q", "-f", self.commit, check=False)

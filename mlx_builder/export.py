@@ -24,6 +24,9 @@ from mlx_builder.series import (PatchEntry, Series, find_series, load_index,
 from mlx_builder.settings import Settings
 
 _NUMBER = re.compile(r"^(\d{4})-")
+# New patches get git's default context; an existing patch keeps the context
+# size its file has (some carry minimal -U1 context on purpose).
+DEFAULT_CONTEXT = 3
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,11 @@ def export_series(settings: Settings, series_name: str, source: str, *,
 def _export_commits(tree: git.Repo, series: Series,
                     commits: list[str]) -> list[ExportedPatch]:
     by_subject: dict[str, PatchEntry] = {}
+    context: dict[str, int] = {}
     for entry in series.patches:
-        by_subject.setdefault(parse_patch(entry.path).subject, entry)
+        parsed = parse_patch(entry.path)
+        by_subject.setdefault(parsed.subject, entry)
+        context[entry.file] = parsed.context_lines() or DEFAULT_CONTEXT
     used = {int(m.group(1)) for e in series.patches
             if (m := _NUMBER.match(e.file))}
     out: list[ExportedPatch] = []
@@ -141,6 +147,9 @@ def _export_commits(tree: git.Repo, series: Series,
                               "give each commit its own subject")
         if entry is not None:
             name = entry.file
+            if context[name] != DEFAULT_CONTEXT:
+                text = gitops.format_patch(tree, commit,
+                                           context=context[name])[1]
         else:
             number = last + 1
             while number in used:

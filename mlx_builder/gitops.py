@@ -428,12 +428,12 @@ class ScratchIndex:
         self._git("read-tree", tree)
 
 
-def format_patch(repo: git.Repo, commit: str, number: int = 1
-                 ) -> tuple[str, str]:
+def format_patch(repo: git.Repo, commit: str, number: int = 1,
+                 context: int = 3) -> tuple[str, str]:
     """One commit as (file name, patch text), with nothing that churns
     between exports: zero From hash, no signature, no diffstat, full blob ids,
     no numbering in the subject, no renames, a fixed diff algorithm and no
-    user or system git config."""
+    user or system git config. ``context`` is the number of context lines."""
     with tempfile.TemporaryDirectory(prefix="mlxb-export-") as tmp:
         res = run_git(
             repo, "format-patch", "-1", "-o", tmp, f"--start-number={number}",
@@ -441,6 +441,6 @@ def format_patch(repo: git.Repo, commit: str, number: int = 1
             "--no-numbered", "--no-renames", "--diff-algorithm=myers",
             "--no-color", "--subject-prefix=PATCH", "--no-thread",
             "--no-cover-letter", "--no-attach", "--encode-email-headers",
-            commit, env=ISOLATED_ENV)
+            f"-U{context}", commit, env=ISOLATED_ENV)
         path = Path(res.out.strip().splitlines()[-1])
         return path.name, path.read_bytes().decode("utf-8", "surrogateescape")

@@ -276,6 +276,22 @@ class PatchFile:
     def missing_trailers(self) -> list[str]:
         return [t for t in REQUIRED_TRAILERS if not self.trailers.get(t)]
 
+    def context_lines(self) -> int | None:
+        """The diff's context size (-U), as the widest run of context lines
+        before or after a hunk's changes; None without hunks."""
+        widest = None
+        for block in re.split(r"^@@ .*$", self.diff, flags=re.M)[1:]:
+            body = [ln[:1] for ln in block.split("\n")[1:]
+                    if ln[:1] in (" ", "+", "-") or ln == ""]
+            while body and body[-1] == "":
+                body.pop()
+            changed = [i for i, k in enumerate(body) if k in "+-" and k]
+            if not changed:
+                continue
+            runs = (changed[0], len(body) - 1 - changed[-1])
+            widest = max(widest or 0, *runs)
+        return widest
+
     def hunk_at(self, file: str, old_start: int) -> Hunk | None:
         for hunk in self.hunks.get(file, ()):
             if hunk.old_start == old_start:

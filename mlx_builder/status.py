@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import git
+from rich.markup import escape
 from rich.table import Table
 
 from mlx_builder import gitops
@@ -165,24 +166,28 @@ _STYLE = {"applies": "green", "upstream": "cyan", "conflicts": "bold red"}
 
 
 def render_table(reports: Iterable[SeriesReport]) -> Table:
-    table = Table(title="mlx-builder patch status", show_lines=False)
-    for col in ("series", "MLX", "version", "patch", "target", "state",
-                "detail"):
-        table.add_column(col, overflow="fold")
+    table = Table(title="mlx-builder patch status")
+    table.add_column("series", no_wrap=True)
+    table.add_column("MLX", no_wrap=True)
+    table.add_column("version", no_wrap=True)
+    table.add_column("patch", no_wrap=True)
+    table.add_column("target", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("detail", overflow="fold")
     for rep in reports:
-        label = rep.ref.label()
-        version = rep.ref.version or "?"
+        label = (rep.ref.label(), rep.ref.version or "?")
         if not rep.statuses:
-            table.add_row(rep.series.name, label, version, "(no patches)",
-                          rep.target, "-", "")
+            table.add_row(rep.series.name, *label, "(no patches)", rep.target,
+                          "-", "")
         for st in rep.statuses:
             detail = st.where() if st.state == "conflicts" else st.detail
             if st.missing_trailers:
                 detail = (detail + "; " if detail else "") + \
                     "missing trailers: " + ", ".join(st.missing_trailers)
-            table.add_row(rep.series.name, label, version, st.patch.file,
+            table.add_row(rep.series.name, *label, st.patch.file,
                           st.patch.target,
-                          f"[{_STYLE[st.state]}]{st.state}[/]", detail)
+                          f"[{_STYLE[st.state]}]{st.state}[/]", escape(detail))
+        table.add_section()
     return table
 
 

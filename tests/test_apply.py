@@ -165,3 +165,28 @@ def test_checkout_clean(upstream, tmp_path):
     (path / "README.md").write_text("dirty")
     with pytest.raises(DirtyTreeError):
         checkout_clean(upstream.settings(), "main", dest=path)
+
+
+def test_failure_while_writing_rolls_back(upstream, tmp_path, monkeypatch):
+    from mlx_builder import apply as apply_mod
+
+    settings = upstream.settings()
+    tree = prepare_tree(settings, "0.1.0", dest=tmp_path / "wt")
+    before = tree_digest(tree.path)
+    real = apply_mod.commit_patch
+    calls = []
+
+    def flaky(*args, **kw):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(apply_mod, "commit_patch", flaky)
+    with pytest.raises(OSError):
+        prepare_tree(settings, "main", dest=tmp_path / "wt")
+    assert tree_digest(tree.path) == before
+    calls.clear()
+    with pytest.raises(OSError):
+        prepare_tree(settings, "main", dest=tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()

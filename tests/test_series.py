@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import git as gitpython
 import pytest
@@ -169,3 +170,22 @@ def test_parse_patch_encoded_author_and_missing_trailers():
 def test_parse_patch_rejects_non_patch():
     with pytest.raises(SeriesError):
         parse_patch_text("just some text with no headers")
+
+
+def test_project_index_is_valid():
+    """The project's own patches/: index parses, every file is listed, every
+    patch says Origin / Forwarded / Bug / Applies-To."""
+    root = Path(__file__).resolve().parent.parent / "patches"
+    index = load_index(root)
+    assert {"main", "v0.32"} <= {s.name for s in index}
+    problems = []
+    for series in index:
+        listed = {p.file for p in series.patches}
+        on_disk = {p.name for p in (root / series.name).glob("*.patch")}
+        problems += [f"{series.name}/{f}: not in index.toml"
+                     for f in sorted(on_disk - listed)]
+        for entry in series.patches:
+            missing = parse_patch(entry.path).missing_trailers()
+            if missing:
+                problems.append(f"{series.name}/{entry.file}: no {missing}")
+    assert not problems, "\n".join(problems)

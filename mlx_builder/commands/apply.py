@@ -42,18 +42,18 @@ def command(settings, mlx_ref, series_name, target, dest, as_json) -> None:
             "skipped": [p.file for p in tree.skipped],
             "previous": tree.previous}, indent=2))
         return
-    console.print(f"work tree: {tree.path}")
-    console.print(f"upstream:  {tree.upstream_url}")
-    console.print(f"base:      {tree.ref.label()} {tree.base_commit}"
-                  f" (version {tree.ref.version or '?'}; refs/mlx-builder/base)")
-    console.print(f"series:    {tree.series.name} [{tree.target}] on branch "
-                  f"{tree.branch}, head {tree.head[:12]}")
+    lines = [
+        f"work tree: {tree.path}",
+        f"upstream:  {tree.upstream_url}",
+        f"base:      {tree.ref.label()} {tree.base_commit} "
+        f"(version {tree.ref.version or '?'}; refs/mlx-builder/base)",
+        f"series:    {tree.series.name} [{tree.target}] on branch "
+        f"{tree.branch}, head {tree.head[:12]}"]
     if not tree.applied:
-        console.print("applied:   (no patches for this target)")
-    for patch in tree.applied:
-        console.print(f"  applied  {patch.file}  [{patch.target}]")
-    for patch in tree.skipped:
-        console.print(f"  skipped  {patch.file}  ({patch.upstream})")
+        lines.append("applied:   (no patches for this target)")
+    lines += [f"  applied  {p.file}  [{p.target}]" for p in tree.applied]
+    lines += [f"  skipped  {p.file}  ({p.upstream})" for p in tree.skipped]
     if tree.previous:
-        console.print(f"note: the branch's previous tip {tree.previous[:12]} is "
-                      "kept as refs/mlx-builder/previous")
+        lines.append(f"note: the branch's previous tip {tree.previous[:12]} is "
+                     "kept as refs/mlx-builder/previous")
+    console.print("\n".join(lines), markup=False)

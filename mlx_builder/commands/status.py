@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+from rich.console import Console
 
 from mlx_builder.console import console
 from mlx_builder.errors import PatchConflictError
@@ -31,7 +32,10 @@ def command(settings, mlx_ref, series_name, target, as_json) -> None:
     if as_json:
         click.echo(json.dumps(to_json(reports, settings.mlx_repo), indent=2))
     else:
-        console.print(render_table(reports))
+        # a pipe or log gets the whole table rather than cut cells
+        out = console if console.is_terminal else Console(
+            width=max(console.width, 160), highlight=False)
+        out.print(render_table(reports))
     bad = [(r, s) for r in reports for s in r.statuses if s.state == "conflicts"]
     if bad:
         raise PatchConflictError(
