@@ -315,6 +315,8 @@ class Choice:
 
 
 def wheel_backend(manifest: Mapping[str, Any]) -> str:
+    if manifest.get("backend") in BACKENDS:
+        return manifest["backend"]
     target = str(manifest.get("target", "")).lower()
     parts = [p.strip() for p in re.split(r"[,;\s]+", target) if p.strip()]
     for backend in BACKENDS:
