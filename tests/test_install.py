@@ -18,7 +18,8 @@ from packaging import tags as ptags
 from mlx_builder.cli import cli, main
 from mlx_builder.errors import WheelError
 from mlx_builder.install import (FAKE_GPU_ENV, FAKE_PLATFORM_ENV, choose_wheel,
-                                 cuda_driver_gpus, detect_host, parse_arch,
+                                 cuda_driver_gpus, detect_host, interpreter_tags,
+                                 parse_arch,
                                  pip_command)
 from mlx_builder.wheelindex import load_listing, write_index
 from test_wheelindex import HERE_TAG, make_wheel, manifest_for
@@ -229,3 +230,14 @@ def test_cuda_driver_detection_through_ctypes(tmp_path):
     assert [(g.name, g.cc) for g in gpus] == [("Fake H200", (9, 0)),
                                               ("Fake GB10", (12, 1))]
     assert cuda_driver_gpus(str(tmp_path / "absent.so")) == ()
+
+
+def test_tags_of_another_interpreter_and_faked_platforms():
+    assert interpreter_tags(sys.executable) == tuple(ptags.sys_tags())
+    mac = interpreter_tags(sys.executable, ["macosx_14_0_arm64"])
+    assert str(mac[0]) == MAC_TAG
+    host = detect_host(env={FAKE_GPU_ENV: "sm_90",
+                            FAKE_PLATFORM_ENV: "manylinux_2_28_aarch64"})
+    plats = {t.platform for t in host.tags}
+    assert {"manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"} <= plats
+    assert host.machine == "aarch64" and host.system == "Linux"
