@@ -399,7 +399,7 @@ class ScratchIndex:
         (scratch / "objects" / "info").mkdir(parents=True, exist_ok=True)
         (scratch / "objects" / "info" / "alternates").write_text(
             str(objects_dir(self.repo)) + "\n")
-        self.env = {"GIT_DIR": str(scratch),
+        self.env = {**ISOLATED_ENV, "GIT_DIR": str(scratch),
                     "GIT_INDEX_FILE": str(self._tmp / "index")}
         self._git("read-tree", self.commit)
         return self
