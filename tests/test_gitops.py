@@ -45,23 +45,27 @@ def test_resolve_unknown_lists_near_matches(repo):
 
 
 def test_read_version_falls_back_to_cmake(upstream):
-    upstream.commit({"mlx/version.h": ("#pragma once", "// no defines")
-                     } | {"CMakeLists.txt": (None, "set(MLX_VERSION 0.9.1)\n")},
+    upstream.commit({"CMakeLists.txt": (None, "set(MLX_VERSION 0.9.1)\n")},
                     "cmake version", branch="old-style")
-    repo = gitpython.Repo(upstream.path)
-    text = git(upstream.path, "show", "old-style:mlx/version.h")
-    assert "MLX_VERSION_MAJOR" in text  # version.h still parses first
     git(upstream.path, "checkout", "-q", "old-style")
     git(upstream.path, "rm", "-q", "mlx/version.h")
     git(upstream.path, "commit", "-q", "-m", "drop version.h")
     git(upstream.path, "checkout", "-q", "main")
+    repo = gitpython.Repo(upstream.path)
+    assert gitops.read_version(repo, "old-style~1") == "0.2.1"  # version.h wins
     assert gitops.read_version(repo, "old-style") == "0.9.1"
+    assert gitops.resolve_ref(repo, "old-style").version == "0.9.1"
 
 
 def test_local_path_is_used_directly(upstream):
     repo = gitops.ensure_mirror(upstream.settings())
     assert gitops.objects_dir(repo) == (upstream.path / ".git" / "objects").resolve()
     assert not upstream.settings().mirror_dir.exists()
+
+
+def test_local_path_must_be_a_repo(upstream, tmp_path):
+    with pytest.raises(FetchError, match="is not a git repository"):
+        gitops.ensure_mirror(upstream.settings(mlx_repo=str(tmp_path)))
 
 
 def test_url_mirror_clone_fetch_and_offline(upstream):
