@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import git, tree_digest
+from gitfixture import git, tree_digest
 from mlx_builder.apply import checkout_clean, prepare_tree
 from mlx_builder.errors import DirtyTreeError, PatchConflictError
 

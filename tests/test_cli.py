@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import git, tree_digest
+from gitfixture import git, tree_digest
 from mlx_builder import errors
 from mlx_builder.cli import main
 

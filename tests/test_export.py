@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import git
+from gitfixture import git
 from mlx_builder.apply import prepare_tree
 from mlx_builder.errors import SeriesError, StaleExportError
 from mlx_builder.export import export_series

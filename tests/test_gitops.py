@@ -5,7 +5,7 @@ from __future__ import annotations
 import git as gitpython
 import pytest
 
-from conftest import git
+from gitfixture import git
 from mlx_builder import gitops
 from mlx_builder.errors import DirtyTreeError, FetchError, RefError
 

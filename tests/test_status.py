@@ -5,7 +5,7 @@ from __future__ import annotations
 import git as gitpython
 from rich.console import Console
 
-from conftest import PatchSpec, git
+from gitfixture import PatchSpec, git
 from mlx_builder.series import find_series, load_index
 from mlx_builder.status import (check_patches, render_table, series_status, status_report,
                                 to_json)
