@@ -1,0 +1,528 @@
+"""Toolchain checks before a build; ``mlx-builder doctor`` shows the same.
+
+Every check finds a tool the way the build will (PATH, CUDACXX, CUDA_HOME,
+CXX, CUDNN_INCLUDE_PATH/CUDNN_LIBRARY_PATH, the build Python's
+``nvidia-cudnn`` package), asks it for its version and says what to do when
+it is missing or too old. The C++ compiler is proved by compiling and linking
+a tiny LTO shared object, which is what nanobind's ``LTO`` module link needs
+(a g++ whose lto-wrapper is broken fails exactly there; build-facts.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from mlx_builder.errors import ToolchainError
+from mlx_builder.targets import TargetSet
+
+MIN_CMAKE = (3, 25)
+# MLX's pyproject.toml [build-system] requires (v0.32.1 and main); a build
+# reads the tree's own list, doctor without a tree uses this one.
+DEFAULT_BUILD_REQUIRES = ("setuptools>=80", "cmake>=3.25", "typing_extensions")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    required: bool
+    version: str | None = None
+    detail: str = ""
+    fix: str = ""
+    path: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else ("FAIL" if self.required else "warn")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    checks: tuple[Check, ...]
+    env: Mapping[str, str] = field(default_factory=dict)   # CC, CXX, CUDACXX
+    cmake_args: tuple[str, ...] = ()                        # cuDNN paths, host compiler
+    tools: Mapping[str, str] = field(default_factory=dict)  # name -> path
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.required)
+
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.required and not c.ok]
+
+    def versions(self) -> dict[str, str]:
+        return {c.name: c.version for c in self.checks if c.ok and c.version}
+
+    def require(self) -> None:
+        bad = self.failures()
+        if bad:
+            raise ToolchainError(
+                "the toolchain cannot build this target: "
+                + ", ".join(c.name for c in bad),
+                "; ".join(f"{c.name}: {c.detail}" for c in bad),
+                "; ".join(c.fix for c in bad if c.fix)
+                or "run `mlx-builder doctor` for details")
+
+
+# ----------------------------------------------------------------- helpers
+
+def _run(argv: Sequence[str], env: Mapping[str, str] | None = None,
+         cwd: Path | None = None, timeout: float = 60) -> tuple[int, str]:
+    try:
+        proc = subprocess.run([str(a) for a in argv], capture_output=True,
+                              text=True, errors="replace", env=dict(env or os.environ),
+                              cwd=cwd, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _which(name: str, env: Mapping[str, str]) -> str | None:
+    return shutil.which(name, path=env.get("PATH", os.defpath))
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+
+
+def _fmt(v: Sequence[int]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+# ----------------------------------------------------------------- cmake / ninja / ccache
+
+def check_cmake(env: Mapping[str, str], minimum: tuple[int, ...] = MIN_CMAKE) -> Check:
+    path = _which("cmake", env)
+    if not path:
+        return Check("cmake", False, True, detail="cmake not found on PATH",
+                     fix=f"install CMake >= {_fmt(minimum)} (pip install cmake)")
+    rc, out = _run([path, "--version"], env)
+    m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out)
+    version = m.group(1) if m else None
+    if rc != 0 or not version:
+        return Check("cmake", False, True, path=path,
+                     detail=f"`cmake --version` failed: {out.strip()[:200]}")
+    if _version_tuple(version) < tuple(minimum):
+        return Check("cmake", False, True, version, path=path,
+                     detail=f"CMake {version} is older than {_fmt(minimum)}",
+                     fix=f"install CMake >= {_fmt(minimum)} (pip install cmake)")
+    return Check("cmake", True, True, version, path=path, detail=path)
+
+
+def check_simple(name: str, env: Mapping[str, str], *, required: bool,
+                 why: str, fix: str) -> Check:
+    path = _which(name, env)
+    if not path:
+        return Check(name, False, required, detail=f"{name} not found; {why}", fix=fix)
+    rc, out = _run([path, "--version"], env)
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+    return Check(name, rc == 0, required, m.group(1) if m else None,
+                 detail=path, path=path)
+
+
+# ----------------------------------------------------------------- C++ compiler
+
+_LTO_SOURCE = "int mlxb_probe(int x) { return x + 1; }\n"
+
+
+def _cxx_candidates(env: Mapping[str, str]) -> tuple[list[str], bool]:
+    if env.get("CXX"):
+        return [env["CXX"]], True
+    seen, out = set(), []
+    for cand in (_which("c++", env), _which("g++", env), "/usr/bin/g++",
+                 _which("clang++", env)):
+        if cand and os.path.exists(cand):
+            real = os.path.realpath(cand)
+            if real not in seen:
+                seen.add(real)
+                out.append(cand)
+    return out, False
+
+
+def _lto_link(cxx: str, env: Mapping[str, str]) -> tuple[bool, str]:
+    with tempfile.TemporaryDirectory(prefix="mlxb-cxx-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text(_LTO_SOURCE)
+        out = Path(tmp) / "libprobe.so"
+        rc, text = _run([cxx, "-O2", "-flto", "-fPIC", "-shared", str(src),
+                         "-o", str(out)], env, cwd=Path(tmp))
+        if rc == 0 and out.exists():
+            return True, ""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        hit = next((ln for ln in lines if "error" in ln.lower()), None)
+        return False, (hit or (lines[-1] if lines else f"exit code {rc}")).strip()
+
+
+def _c_sibling(cxx: str) -> str | None:
+    for pat, rep in (("clang++", "clang"), ("g++", "gcc"), ("c++", "cc")):
+        if os.path.basename(cxx).startswith(pat) or os.path.basename(cxx).endswith(pat):
+            cand = os.path.join(os.path.dirname(cxx),
+                                os.path.basename(cxx).replace(pat, rep))
+            if os.path.exists(cand):
+                return cand
+    return None
+
+
+def check_cxx(env: Mapping[str, str]) -> tuple[Check, str | None]:
+    """The first compiler that links an LTO shared object (CXX if set)."""
+    cands, explicit = _cxx_candidates(env)
+    if not cands:
+        return Check("c++", False, True, detail="no C++ compiler found",
+                     fix="install g++ or clang++, or set CXX"), None
+    failed: list[str] = []
+    for cxx in cands:
+        ok, why = _lto_link(cxx, env)
+        rc, out = _run([cxx, "--version"], env)
+        first = out.splitlines()[0].strip() if out.strip() else cxx
+        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", first)
+        kind = "clang" if "clang" in first.lower() else "g++" if (
+            "gcc" in first.lower() or "g++" in first.lower()) else "c++"
+        version = f"{kind} {m.group(1)}" if m else first
+        if ok:
+            detail = cxx if not failed else (
+                f"{cxx} (skipped: {'; '.join(failed)})")
+            return Check("c++", True, True, version, detail=detail, path=cxx), cxx
+        failed.append(f"{cxx} cannot link an LTO shared object: {why}")
+        if explicit:
+            break
+    fix = ("set CXX to a compiler whose LTO link works (e.g. CXX=/usr/bin/g++)"
+           if explicit else "install a working g++/clang++ or set CXX")
+    return Check("c++", False, True, detail="; ".join(failed), fix=fix), None
+
+
+# ----------------------------------------------------------------- CUDA
+
+def find_nvcc(env: Mapping[str, str]) -> str | None:
+    if env.get("CUDACXX") and os.path.exists(env["CUDACXX"]):
+        return env["CUDACXX"]
+    found = _which("nvcc", env)
+    if found:
+        return found
+    for root in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+def nvcc_supported(nvcc: str, env: Mapping[str, str]) -> set[int]:
+    """SASS numbers nvcc can emit (``--list-gpu-code``, else ``--list-gpu-arch``)."""
+    for flag, prefix in (("--list-gpu-code", "sm_"), ("--list-gpu-arch", "compute_")):
+        rc, out = _run([nvcc, flag], env)
+        nums = {int(n) for n in re.findall(prefix + r"(\d+)", out)} if rc == 0 else set()
+        if nums:
+            return nums
+    return set()
+
+
+def check_nvcc(targets: TargetSet, env: Mapping[str, str]) -> Check:
+    nvcc = find_nvcc(env)
+    if not nvcc:
+        return Check("nvcc", False, True, detail="nvcc not found (PATH, CUDACXX, "
+                     "CUDA_HOME, /usr/local/cuda)",
+                     fix=f"install the CUDA toolkit >= {_fmt(targets.min_cuda)} "
+                         "and put nvcc on PATH or set CUDACXX")
+    rc, out = _run([nvcc, "--version"], env)
+    m = re.search(r"release (\d+)\.(\d+), V([\d.]+)", out)
+    if rc != 0 or not m:
+        return Check("nvcc", False, True, path=nvcc,
+                     detail=f"`nvcc --version` failed: {out.strip()[:200]}")
+    version = m.group(3)
+    release = (int(m.group(1)), int(m.group(2)))
+    supported = nvcc_supported(nvcc, env)
+    problems = []
+    for entry in targets.arch_entries:
+        if release < entry.min_cuda:
+            problems.append(f"sm_{entry.name} needs CUDA >= {_fmt(entry.min_cuda)}")
+        elif supported and entry.number not in supported:
+            problems.append(f"this nvcc does not list sm_{entry.number}")
+    if problems:
+        listed = ", ".join(f"sm_{n}" for n in sorted(supported)) or "nothing"
+        return Check("nvcc", False, True, version, path=nvcc,
+                     detail=f"nvcc {version}: {'; '.join(problems)} (it lists {listed})",
+                     fix=f"install CUDA >= {_fmt(targets.min_cuda)} or drop those targets")
+    return Check("nvcc", True, True, version, detail=nvcc, path=nvcc)
+
+
+def cuda_root(nvcc: str) -> Path:
+    return Path(os.path.realpath(nvcc)).parent.parent
+
+
+def check_cuda_libs(nvcc: str | None, env: Mapping[str, str]) -> Check:
+    """cuBLASLt, cuFFT, NVRTC and the driver (or its stub) for linking libmlx."""
+    roots = [cuda_root(nvcc)] if nvcc else []
+    roots += [Path(p) for p in (env.get("CUDA_HOME"), "/usr/local/cuda") if p]
+    dirs = []
+    for root in roots:
+        dirs += [root / "lib64", root / "lib", root / "lib64" / "stubs",
+                 root / "targets" / f"{platform.machine()}-linux" / "lib",
+                 root / "targets" / f"{platform.machine()}-linux" / "lib" / "stubs"]
+    dirs.append(Path(f"/usr/lib/{platform.machine()}-linux-gnu"))
+    missing = []
+    for lib in ("cublasLt", "cufft", "nvrtc", "cuda"):
+        if not any(d.is_dir() and any(d.glob(f"lib{lib}.so*")) for d in dirs):
+            missing.append(f"lib{lib}")
+    if missing:
+        return Check("cuda-libs", False, True,
+                     detail=f"not found: {', '.join(missing)} (looked in the CUDA "
+                            "toolkit's lib64, lib64/stubs and the system lib dir)",
+                     fix="install the CUDA toolkit's cuBLAS, cuFFT and NVRTC "
+                         "development libraries")
+    return Check("cuda-libs", True, True, detail="cublasLt, cufft, nvrtc, cuda")
+
+
+def _python_package_dir(python: str | None, module: str,
+                        env: Mapping[str, str]) -> Path | None:
+    code = (f"import {module} as m, sys; p = list(getattr(m, '__path__', []));"
+            "print(p[0] if p else '')")
+    rc, out = _run([python or "python3", "-c", code], env)
+    line = out.strip().splitlines()[-1] if out.strip() else ""
+    return Path(line) if rc == 0 and line and Path(line).is_dir() else None
+
+
+def _header_version(header: Path, prefix: str) -> str | None:
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define {prefix}_{k}\s+(\d+)", text)
+             for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+    if not all(parts):
+        return None
+    return ".".join(p.group(1) for p in parts)
+
+
+def check_cudnn(env: Mapping[str, str], python: str | None,
+                nvcc: str | None) -> tuple[Check, tuple[str, ...]]:
+    """Find cudnn.h + libcudnn; returns the CUDNN_*_PATH CMake args to use."""
+    candidates: list[tuple[str, Path, Path]] = []
+    if env.get("CUDNN_INCLUDE_PATH") or env.get("CUDNN_LIBRARY_PATH"):
+        inc = Path(env.get("CUDNN_INCLUDE_PATH", ""))
+        lib = Path(env.get("CUDNN_LIBRARY_PATH", ""))
+        candidates.append(("CUDNN_INCLUDE_PATH/CUDNN_LIBRARY_PATH", inc, lib))
+    pkg = _python_package_dir(python, "nvidia.cudnn", env)
+    if pkg:
+        candidates.append(("python package nvidia-cudnn", pkg / "include", pkg / "lib"))
+    arch = f"{platform.machine()}-linux-gnu"
+    system_roots = ([cuda_root(nvcc)] if nvcc else []) + [Path("/usr/local/cuda"), Path("/usr")]
+    for root in system_roots:
+        for inc in (root / "include", root / "include" / arch):
+            for lib in (root / "lib64", root / "lib" / arch, root / "lib"):
+                candidates.append((str(root), inc, lib))
+    for origin, inc, lib in candidates:
+        header = inc / "cudnn_version.h"
+        libs = sorted(lib.glob("libcudnn.so*")) if lib.is_dir() else []
+        if header.is_file() and libs:
+            version = _header_version(header, "CUDNN")
+            args = (f"-DCUDNN_INCLUDE_PATH={inc}", f"-DCUDNN_LIBRARY_PATH={lib}")
+            note = ""
+            if "python package" in origin:
+                note = ("; at run time the wheel finds it through its RPATH "
+                        "(site-packages/nvidia/cudnn/lib)")
+            return Check("cudnn", True, True, version,
+                         detail=f"{inc} and {lib} ({origin}){note}"), args
+        if origin.startswith("CUDNN_"):
+            return Check("cudnn", False, True,
+                         detail=f"CUDNN_INCLUDE_PATH={inc} / CUDNN_LIBRARY_PATH={lib} "
+                                "hold no cudnn_version.h / libcudnn.so*",
+                         fix="point them at cuDNN 9's include and lib dirs"), ()
+    return Check("cudnn", False, True, detail="cuDNN headers and libraries not found",
+                 fix="pip install nvidia-cudnn-cu13 (or -cu12) into the build "
+                     "Python, or set CUDNN_INCLUDE_PATH and CUDNN_LIBRARY_PATH"), ()
+
+
+def check_nccl(env: Mapping[str, str], nvcc: str | None) -> Check:
+    roots = ([cuda_root(nvcc)] if nvcc else []) + [Path("/usr/local/cuda"), Path("/usr")]
+    for root in roots:
+        header = root / "include" / "nccl.h"
+        if header.is_file():
+            return Check("nccl", True, False, _header_version(header, "NCCL"),
+                         detail=str(header))
+    return Check("nccl", False, False, detail="nccl.h not found: the NCCL "
+                 "distributed backend will be left out of the wheel",
+                 fix="install NCCL headers (libnccl-dev) to include it")
+
+
+def check_cuobjdump(env: Mapping[str, str], nvcc: str | None) -> Check:
+    path = _which("cuobjdump", env)
+    if not path and nvcc:
+        cand = Path(nvcc).parent / "cuobjdump"
+        path = str(cand) if cand.exists() else None
+    if not path:
+        return Check("cuobjdump", False, False,
+                     detail="not found: the SASS check reads libmlx's .nv_fatbin "
+                            "section itself instead")
+    rc, out = _run([path, "--version"], env)
+    m = re.search(r"V(\d+\.\d+\.\d+)", out) or re.search(r"(\d+\.\d+)", out)
+    return Check("cuobjdump", rc == 0, False, m.group(1) if m else None,
+                 detail=path, path=path)
+
+
+# ----------------------------------------------------------------- BLAS / LAPACK
+
+def check_blas(system: str | None = None) -> Check | None:
+    """MLX's CPU backend on Linux links LAPACK(E) and CBLAS (Accelerate on macOS)."""
+    if (system or platform.system()) != "Linux":
+        return None
+    arch = f"{platform.machine()}-linux-gnu"
+    incs = [Path(p) for p in ("/usr/include", f"/usr/include/{arch}",
+                              "/usr/local/include", "/usr/include/openblas")]
+    libdirs = [Path(p) for p in (f"/usr/lib/{arch}", "/usr/lib64", "/usr/lib",
+                                 "/usr/local/lib")]
+    missing = [h for h in ("cblas.h", "lapacke.h")
+               if not any((d / h).is_file() for d in incs)]
+    if not any(d.is_dir() and (any(d.glob("liblapack.so*")) or any(d.glob("libopenblas.so*")))
+               for d in libdirs):
+        missing.append("liblapack/libopenblas")
+    if missing:
+        return Check("blas-lapack", False, True, detail=f"not found: {', '.join(missing)}",
+                     fix="apt-get install libopenblas-dev liblapacke-dev "
+                         "(or your system's BLAS/LAPACKE development packages)")
+    return Check("blas-lapack", True, True, detail="cblas.h, lapacke.h, LAPACK library")
+
+
+# ----------------------------------------------------------------- Metal
+
+def check_metal(env: Mapping[str, str]) -> list[Check]:
+    xcrun = _which("xcrun", env)
+    if not xcrun:
+        return [Check("xcode", False, True, detail="xcrun not found",
+                      fix="install Xcode (xcode-select --install is not enough "
+                          "for the Metal compiler)")]
+    rc, sdk = _run([xcrun, "-sdk", "macosx", "--show-sdk-version"], env)
+    sdk = sdk.strip()
+    checks = []
+    if rc != 0 or _version_tuple(sdk) < (14,):
+        checks.append(Check("macos-sdk", False, True, sdk or None,
+                            detail="MLX needs the macOS SDK >= 14.0",
+                            fix="install a recent Xcode"))
+    else:
+        checks.append(Check("macos-sdk", True, True, sdk, detail=xcrun))
+    rc, out = _run([xcrun, "-sdk", "macosx", "metal", "--version"], env)
+    m = re.search(r"metal(?:fe)?-?\s*version\s*([\d.]+)|Apple metal version ([\d.]+)",
+                  out, re.I)
+    version = (m.group(1) or m.group(2)) if m else None
+    checks.append(Check("metal", rc == 0, True, version,
+                        detail="xcrun metal" if rc == 0 else out.strip()[:200],
+                        fix="" if rc == 0 else "install Xcode with the Metal toolchain "
+                        "(xcodebuild -downloadComponent MetalToolchain)"))
+    return checks
+
+
+# ----------------------------------------------------------------- Python build deps
+
+def python_versions(python: str, names: Sequence[str],
+                    env: Mapping[str, str]) -> dict[str, str | None]:
+    code = ("import importlib.metadata as m, json, sys\n"
+            "out = {}\n"
+            "for n in sys.argv[1:]:\n"
+            "    try: out[n] = m.version(n)\n"
+            "    except m.PackageNotFoundError: out[n] = None\n"
+            "print(json.dumps(out))\n")
+    rc, out = _run([python, "-c", code, *names], env)
+    try:
+        return json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+    except (ValueError, IndexError):
+        return {}
+
+
+def check_build_requires(python: str, requires: Sequence[str],
+                         env: Mapping[str, str], cmake: Check | None = None) -> Check:
+    """Are the tree's build requirements installed in ``python`` (no isolation)?"""
+    reqs = []
+    for text in requires:
+        try:
+            reqs.append(Requirement(text))
+        except InvalidRequirement:
+            continue
+    found = python_versions(python, [r.name for r in reqs] + ["pip"], env)
+    if not found:
+        return Check("build-python", False, True, detail=f"cannot run {python}",
+                     fix="pass --python with a working interpreter")
+    missing, have = [], []
+    for req in reqs:
+        ver = found.get(req.name)
+        if req.name == "cmake" and ver is None and cmake is not None and cmake.ok:
+            ver = cmake.version     # the cmake on PATH serves setup.py
+        try:
+            good = ver is not None and req.specifier.contains(Version(ver), prereleases=True)
+        except InvalidVersion:
+            good = False
+        (have if good else missing).append(f"{req}" + (f" (have {ver})" if ver else ""))
+    if not found.get("pip"):
+        missing.append("pip")
+    if missing:
+        return Check("build-python", False, True, found.get("setuptools"),
+                     detail=f"{python} lacks {', '.join(missing)}",
+                     fix=f"{python} -m pip install " + " ".join(
+                         f"'{m.split(' (')[0]}'" for m in missing))
+    return Check("build-python", True, True, found.get("setuptools"),
+                 detail=f"{python}: {', '.join(have)}")
+
+
+# ----------------------------------------------------------------- everything
+
+def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
+                    python: str | None = None,
+                    build_requires: Sequence[str] | None = None,
+                    min_cmake: tuple[int, ...] = MIN_CMAKE) -> Toolchain:
+    """All checks for ``targets``; ``build_requires`` checks a no-isolation build."""
+    env = dict(os.environ if env is None else env)
+    checks: list[Check] = []
+    tools: dict[str, str] = {}
+    cmake = check_cmake(env, min_cmake)
+    checks.append(cmake)
+    checks.append(check_simple("ninja", env, required=False,
+                               why="the build falls back to Makefiles",
+                               fix="install ninja for faster builds and progress"))
+    checks.append(check_simple("ccache", env, required=False,
+                               why="rebuilds start from scratch",
+                               fix="install ccache to speed up rebuilds"))
+    cxx_check, cxx = check_cxx(env)
+    checks.append(cxx_check)
+    blas = check_blas()
+    if blas is not None:
+        checks.append(blas)
+    out_env: dict[str, str] = {}
+    args: list[str] = []
+    if cxx:
+        out_env["CXX"] = cxx
+        cc = _c_sibling(cxx)
+        if cc:
+            out_env["CC"] = cc
+    if targets.backend == "cuda":
+        nvcc_check = check_nvcc(targets, env)
+        checks.append(nvcc_check)
+        nvcc = nvcc_check.path
+        if nvcc:
+            out_env["CUDACXX"] = nvcc
+            if cxx:
+                args.append(f"-DCMAKE_CUDA_HOST_COMPILER={cxx}")
+        checks.append(check_cuda_libs(nvcc, env))
+        cudnn, cudnn_args = check_cudnn(env, python, nvcc)
+        checks.append(cudnn)
+        args += cudnn_args
+        checks.append(check_nccl(env, nvcc))
+        checks.append(check_cuobjdump(env, nvcc))
+    elif targets.backend == "metal":
+        checks += check_metal(env)
+    if build_requires is not None:
+        checks.append(check_build_requires(python or "python3", build_requires,
+                                           env, cmake))
+    for c in checks:
+        if c.ok and c.path:
+            tools[c.name] = c.path
+    return Toolchain(tuple(checks), out_env, tuple(args), tools)
