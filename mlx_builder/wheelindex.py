@@ -31,34 +31,11 @@ from packaging.utils import (InvalidWheelFilename, canonicalize_name,
 
 from mlx_builder import __version__
 from mlx_builder.errors import FetchError, WheelError
+from mlx_builder.manifest import read_manifest
 
 LISTING_NAME = "index.json"
 SIMPLE_DIR = "simple"
 SCHEMA = 1
-MANIFEST_SUFFIX = "_mlx_builder_manifest.json"
-
-
-def read_wheel_manifest(wheel: Path) -> dict[str, Any]:
-    """The mlx-builder manifest inside ``wheel`` (WheelError if it has none)."""
-    try:
-        from mlx_builder.manifest import read_manifest
-    except ImportError:  # the manifest module has not landed yet
-        return _read_manifest_member(wheel)
-    return read_manifest(wheel)
-
-
-def _read_manifest_member(wheel: Path) -> dict[str, Any]:
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if n.endswith(MANIFEST_SUFFIX)]
-            if not names:
-                raise WheelError(f"{wheel.name} has no mlx-builder manifest",
-                                 f"no member ending in {MANIFEST_SUFFIX}",
-                                 "only wheels built by mlx-builder carry one")
-            return json.loads(zf.read(names[0]))
-    except (zipfile.BadZipFile, ValueError) as exc:
-        raise WheelError(f"cannot read the manifest of {wheel.name}", str(exc),
-                         "rebuild the wheel") from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +98,7 @@ def describe_wheel(path: Path, url: str) -> WheelEntry:
     manifest: dict[str, Any] | None = None
     problem = None
     try:
-        manifest = read_wheel_manifest(path)
+        manifest = read_manifest(path)
     except WheelError as exc:
         problem = exc.what
     return WheelEntry(

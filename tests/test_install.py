@@ -26,7 +26,6 @@ from test_wheelindex import HERE_TAG, make_wheel, manifest_for
 
 _T = next(iter(ptags.sys_tags()))
 MAC_TAG = f"{_T.interpreter}-{_T.abi}-macosx_14_0_arm64"
-UPSTREAM_SET = ["75-real", "80-real", "120a-real", "120-virtual"]
 
 
 @pytest.mark.parametrize("arch, cc, rank", [
@@ -55,12 +54,14 @@ def test_parse_arch_rejects_garbage():
 def house(tmp_path):
     """A wheelhouse like the release matrix makes, plus one foreign wheel."""
     h = tmp_path / "house"
-    make_wheel(h, "0.32.1+mlxb.s90", manifest=manifest_for("cuda-sm90", ["90a"]))
-    make_wheel(h, "0.32.1+mlxb.s121", manifest=manifest_for("cuda-sm121", ["121a"]))
-    make_wheel(h, "0.32.1+mlxb.s120", manifest=manifest_for("cuda-sm120", ["120a"]))
-    make_wheel(h, "0.32.1+mlxb.cuda", manifest=manifest_for("cuda", UPSTREAM_SET))
-    make_wheel(h, "0.32.1+mlxb.cpu", manifest=manifest_for("cpu", []))
-    make_wheel(h, "0.32.1+mlxb.metal", tag=MAC_TAG, manifest=manifest_for("metal", []))
+    make_wheel(h, "0.32.1+mlxb.s90", manifest=manifest_for("cuda-sm90"))
+    make_wheel(h, "0.32.1+mlxb.s121", manifest=manifest_for("cuda-sm121"))
+    make_wheel(h, "0.32.1+mlxb.s120", manifest=manifest_for("cuda-sm120"))
+    # upstream's set without the Linux extras: 75, 80, 120a SASS + 120 PTX
+    make_wheel(h, "0.32.1+mlxb.cuda", manifest=manifest_for("cuda", system="Windows"))
+    make_wheel(h, "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    make_wheel(h, "0.32.1+mlxb.metal", tag=MAC_TAG,
+               manifest=manifest_for("metal", system="Darwin"))
     make_wheel(h, "0.32.1")  # no manifest: not ours
     write_index(h)
     return h
@@ -104,7 +105,7 @@ def test_ptx_is_the_fallback_and_newer_version_wins(house):
     choice = _choose(house, {FAKE_GPU_ENV: "12.1"})
     assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.cuda-")
     assert "PTX" in choice.chosen.reason
-    make_wheel(house, "0.32.2+mlxb.f", manifest=manifest_for("cuda-sm120f", ["120f"]))
+    make_wheel(house, "0.32.2+mlxb.f", manifest=manifest_for("cuda-sm120f"))
     write_index(house)
     newer = _choose(house, {FAKE_GPU_ENV: "12.1"})
     assert newer.chosen.filename.startswith("mlx-0.32.2+mlxb.f-")
@@ -116,7 +117,7 @@ def test_every_gpu_must_be_covered(house):
     mixed = {FAKE_GPU_ENV: "sm_90,sm_121"}
     assert _choose(house, mixed).chosen is None
     make_wheel(house, "0.32.1+mlxb.both",
-               manifest=manifest_for("cuda-sm90,cuda-sm121", ["90a", "121a"]))
+               manifest=manifest_for("cuda-sm90,cuda-sm121"))
     write_index(house)
     choice = _choose(house, mixed)
     assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.both-")

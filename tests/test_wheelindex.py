@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import html.parser
 import json
@@ -19,19 +18,18 @@ from packaging import tags as ptags
 
 from mlx_builder.cli import cli
 from mlx_builder.errors import WheelError
+from mlx_builder.manifest import Provenance, build_manifest, inject, verify_record
+from mlx_builder.targets import parse_targets
 from mlx_builder.wheelindex import load_listing, write_index
 
 HERE_TAG = str(next(iter(ptags.sys_tags())))
 
 
-def _manifest_bytes(manifest: dict) -> bytes:
-    return json.dumps(manifest, indent=2, sort_keys=True).encode()
-
-
 def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
                tag: str = HERE_TAG, manifest: dict | None = None,
                name: str = "mlx", marker: str = "fake") -> Path:
-    """A tiny pure-Python wheel named like ours, with an mlx-builder manifest."""
+    """A tiny pure-Python wheel named like ours; the manifest goes in with
+    the build's own writer (manifest.inject)."""
     dist = f"{name}-{version}"
     files: dict[str, bytes] = {
         f"{name}/__init__.py": f"MARKER = {marker!r}\n".encode(),
@@ -41,27 +39,27 @@ def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
         f"{dist}.dist-info/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
             f"Tag: {tag}\n").encode(),
+        f"{dist}.dist-info/RECORD": b"",
     }
-    if manifest is not None:
-        files[f"{name}/_mlx_builder_manifest.json"] = _manifest_bytes(manifest)
-    record = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest())
-        record.append(f"{path},sha256={digest.rstrip(b'=').decode()},{len(data)}")
-    record.append(f"{dist}.dist-info/RECORD,,")
-    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     directory.mkdir(parents=True, exist_ok=True)
     wheel = directory / f"{dist}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for path, data in files.items():
             zf.writestr(path, data)
+    if manifest is not None:
+        inject(wheel, wheel, manifest=manifest)
     return wheel
 
 
-def manifest_for(target: str, archs: list[str], commit: str = "846d176227a0") -> dict:
-    return {"upstream_url": "https://github.com/ml-explore/mlx",
-            "upstream_commit": commit, "series": "main", "patches": [],
-            "target": target, "archs": archs, "toolchain": {}}
+def manifest_for(spec: str, system: str = "Linux",
+                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0") -> dict:
+    """The manifest `mlx-builder build` writes for target ``spec``."""
+    prov = Provenance(upstream_url="https://github.com/ml-explore/mlx",
+                      upstream_ref="main", upstream_commit=commit,
+                      upstream_version="0.32.1", series="main")
+    return build_manifest(version="0.32.1", prov=prov,
+                          targets=parse_targets(spec, system=system),
+                          toolchain={}, dependencies=[])
 
 
 class _Links(html.parser.HTMLParser):
@@ -82,7 +80,7 @@ def _links(page: Path) -> list[dict]:
 
 def test_index_pages_and_listing(tmp_path):
     house = tmp_path / "house"
-    cuda = make_wheel(house, "0.32.1+mlxb.aa", manifest=manifest_for("cuda-sm90", ["90a"]))
+    cuda = make_wheel(house, "0.32.1+mlxb.aa", manifest=manifest_for("cuda-sm90"))
     bare = make_wheel(house, "0.32.0", name="other")
     result = write_index(house)
 
@@ -99,6 +97,8 @@ def test_index_pages_and_listing(tmp_path):
     data = json.loads(result.listing.read_text())
     by_name = {w["filename"]: w for w in data["wheels"]}
     assert by_name[cuda.name]["manifest"]["archs"] == ["90a"]
+    assert by_name[cuda.name]["manifest"]["backend"] == "cuda"
+    assert verify_record(cuda) == []
     assert by_name[cuda.name]["tags"] == [HERE_TAG]
     assert by_name[bare.name]["manifest"] is None
     assert "manifest" in by_name[bare.name]["manifest_error"]
@@ -106,7 +106,7 @@ def test_index_pages_and_listing(tmp_path):
 
 def test_index_is_deterministic_and_base_url(tmp_path):
     house = tmp_path / "house"
-    make_wheel(house, manifest=manifest_for("cpu", []))
+    make_wheel(house, manifest=manifest_for("cpu"))
     first = write_index(house, tmp_path / "a")
     second = write_index(house, tmp_path / "b")
     assert first.listing.read_bytes() != b""
@@ -124,7 +124,7 @@ def test_empty_wheelhouse_is_an_error(tmp_path):
 
 def test_load_listing_from_dir_simple_url_and_bare_house(tmp_path):
     house = tmp_path / "house"
-    wheel = make_wheel(house, manifest=manifest_for("cpu", []))
+    wheel = make_wheel(house, manifest=manifest_for("cpu"))
     bare = load_listing(str(house))          # no index.json yet: scanned
     assert [w["filename"] for w in bare.wheels] == [wheel.name]
     write_index(house, tmp_path / "idx")
@@ -152,8 +152,8 @@ def _import_marker(target: Path) -> str:
 def test_pip_installs_from_generated_file_index(tmp_path):
     """`mlx-builder index`, then plain pip against file://ROOT/simple/, offline."""
     house = tmp_path / "house"
-    make_wheel(house, "0.32.0+mlxb.old", manifest=manifest_for("cpu", []), marker="old")
-    make_wheel(house, "0.32.1+mlxb.x", manifest=manifest_for("cpu", []), marker="new")
+    make_wheel(house, "0.32.0+mlxb.old", manifest=manifest_for("cpu"), marker="old")
+    make_wheel(house, "0.32.1+mlxb.x", manifest=manifest_for("cpu"), marker="new")
     res = CliRunner().invoke(cli, ["index", str(house)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "mlx-0.32.1+mlxb.x" in res.output
