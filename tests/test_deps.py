@@ -234,3 +234,24 @@ def test_plan_json_round_trip_fields(tmp_path):
                       "local git repo", "12.1.0", "a" * 40, "b" * 64)
     assert json.loads(json.dumps(dep.to_json()))["commit"] == "a" * 40
     assert DepsPlan((dep,), ("X",)).cmake_args()[-1] == "-DX=OFF"
+
+
+def test_deps_command_lists_and_fills(tmp_path):
+    from click.testing import CliRunner
+    from mlx_builder.cli import cli
+    tree = mlx_tree(tmp_path / "mlx")
+    fmt = make_repo(tmp_path / "fmt", {"include/fmt/core.h": "//\n"}, tags=("12.1.0",))
+    gguf = make_repo(tmp_path / "gguf", {"gguflib.c": "//\n"}, tags=("abc",))
+    base = ["--cache-dir", str(tmp_path / "c"), "--offline"]
+    listed = CliRunner().invoke(cli, [*base, "deps", "--source", str(tree), "--target", "cpu",
+                                      "--list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {r["name"]: r for r in json.loads(listed.output)}
+    assert rows["cutlass"]["needed"] is False and rows["fmt"]["needed"] is True
+    filled = CliRunner(env={"MLX_BUILDER_DEP_FMT": str(fmt), "MLX_BUILDER_DEP_GGUF_TOOLS": str(gguf)}
+                       ).invoke(cli, [*base, "deps", "--source", str(tree), "--target", "cpu",
+                                      "--json"])
+    assert filled.exit_code == 0, filled.output
+    out = json.loads(filled.output[filled.output.index("{"):])
+    assert [d["name"] for d in out["deps"]] == ["fmt", "gguflib"] and out["disabled"] == []
+    assert all(Path(d["path"]).is_dir() for d in out["deps"])

@@ -169,3 +169,23 @@ def test_require_raises_with_every_failure():
         tc.require()
     assert "nvcc" in exc.value.what and "ninja" not in exc.value.what
     assert exc.value.next_step == "upgrade" and exc.value.exit_code == 15
+
+
+def test_doctor_command_reports_and_fails_on_missing_tools(tmp_path, monkeypatch):
+    import json as _json
+    from click.testing import CliRunner
+    from mlx_builder.cli import cli
+    tool(tmp_path / "bin", "nvcc", nvcc_body("12.8", [80, 90, 120]))
+    tool(tmp_path / "bin", "cmake", 'echo "cmake version 4.4.0"\n')
+    tool(tmp_path / "bin", "g++", GOOD_CXX)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.delenv("CUDACXX", raising=False)
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "c"), "doctor",
+                                      "--target", "cuda-sm121", "--json"])
+    assert isinstance(result.exception, ToolchainError)
+    report = _json.loads(result.output[:result.output.rindex("}") + 1])
+    by = {c["name"]: c for c in report["checks"]}
+    assert report["target"] == "cuda-sm121" and not report["ok"]
+    assert not by["nvcc"]["ok"] and "12.9" in by["nvcc"]["detail"] and by["cmake"]["ok"]
+    assert by["build-python"]["required"] is False      # online: pip isolation installs them

@@ -1,0 +1,295 @@
+"""Build an MLX wheel through MLX's own setup.py with pip as the front end.
+
+1. Plan the sources: a prepared work tree (or a ref, prepared here) plus the
+   dependency cache, or an unpacked bundle.
+2. Stage them: a tree is copied to ``<work>/builds/<label>/src`` (the work
+   tree stays clean; ``build/`` there persists, so a rebuild is incremental);
+   a bundle builds where it was unpacked. The staged setup.py gets the version
+   hook (mlxtree.py).
+3. Check the toolchain (toolchain.py) and, without build isolation, that the
+   build Python has MLX's [build-system] requirements. Isolation is used
+   online; offline (``--offline``, or a bundle) pip builds in the given
+   Python with ``--no-build-isolation``, because an isolated environment
+   would have to download setuptools and cmake.
+4. ``python -m pip wheel --no-deps -v`` with CMAKE_ARGS = target args +
+   FETCHCONTENT_SOURCE_DIR_* + FETCHCONTENT_FULLY_DISCONNECTED + cuDNN paths;
+   Ninja when present, ``CMAKE_BUILD_PARALLEL_LEVEL`` = Settings.jobs; MLX's
+   CMake uses ccache by itself when it is installed. Ninja's ``[n/N]`` lines
+   drive the progress bar; the whole output is the step's log file.
+5. Verify and finish: SASS for every requested architecture (sass.py),
+   the CUDA runtime packages as Requires-Dist, the manifest, a fresh RECORD.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from packaging.version import Version
+
+from mlx_builder.bundle import SourcePlan, open_bundle, plan_from_tree, tree_files
+from mlx_builder.deps import setup_py_defines
+from mlx_builder.console import console, err_console, progress
+from mlx_builder.errors import BuildError
+from mlx_builder.manifest import build_manifest, inject
+from mlx_builder.mlxtree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
+                                 install_version_hook, read_build_requires)
+from mlx_builder.runner import StepRunner
+from mlx_builder.sass import verify_sass
+from mlx_builder.settings import Settings
+from mlx_builder.targets import TargetSet
+from mlx_builder.toolchain import Toolchain, check_toolchain
+
+_NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]\s")
+_MAKE = re.compile(r"^\s*\[\s*(\d+)%\]")
+
+
+# ----------------------------------------------------------------- planning / staging
+
+def make_plan(settings: Settings, source: Any, targets: TargetSet | None,
+              from_bundle: bool) -> SourcePlan:
+    if from_bundle:
+        return open_bundle(settings, Path(source), targets)
+    if targets is None:
+        raise BuildError("no build target given", "", "pass --target")
+    if isinstance(source, (str, Path)) and Path(source).is_dir():
+        return plan_from_tree(settings, Path(source), targets)
+    if isinstance(source, str):
+        from mlx_builder.apply import prepare_tree
+        source = prepare_tree(settings, source, target=targets.patch_target)
+    return plan_from_tree(settings, source, targets)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def stage(settings: Settings, plan: SourcePlan) -> Path:
+    """Where setup.py runs; the version hook installed there."""
+    if plan.bundle_sha256:
+        staged = plan.src
+    else:
+        staged = settings.worktrees_dir / "builds" / _slug(plan.label) / "src"
+        staged.mkdir(parents=True, exist_ok=True)
+        for rel in tree_files(plan.src):
+            src, dst = plan.src / rel, staged / rel
+            if src.is_symlink():
+                if dst.is_symlink() or dst.exists():
+                    dst.unlink()
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(os.readlink(src), dst)
+                continue
+            st = src.stat()
+            if dst.is_file() and (dst.stat().st_size, int(dst.stat().st_mtime)) == \
+                    (st.st_size, int(st.st_mtime)) and rel != "setup.py":
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    install_version_hook(staged)
+    return staged
+
+
+# ----------------------------------------------------------------- environment
+
+def public_args(args: Iterable[str]) -> list[str]:
+    """CMake args without machine paths, for the manifest."""
+    out = []
+    for a in args:
+        m = re.match(r"-D([A-Za-z0-9_-]+)(?::\w+)?=(.*)$", a)
+        if m and m.group(2).startswith("/"):
+            continue
+        out.append(a)
+    return out
+
+
+def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
+              cmake_args: list[str]) -> dict[str, str]:
+    spaced = [a for a in cmake_args if " " in a]
+    if spaced:
+        raise BuildError("a CMake argument contains a space", spaced[0],
+                         "MLX's setup.py splits CMAKE_ARGS on spaces: move the cache "
+                         "or work directory to a path without spaces")
+    env = {
+        "CMAKE_ARGS": " ".join([os.environ.get("CMAKE_ARGS", ""), *cmake_args]).strip(),
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
+        VERSION_ENV: plan.label,
+        "MLX_BUILD_FRONTEND_PACKAGE": "0", "MLX_BUILD_BACKEND_PACKAGE": "0",
+        "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    if "ninja" in tc.tools and not os.environ.get("CMAKE_GENERATOR"):
+        env["CMAKE_GENERATOR"] = "Ninja"
+    for key, value in tc.env.items():
+        if not os.environ.get(key):
+            env[key] = value
+    return env
+
+
+class Tracker:
+    """Feeds build output lines to a progress bar: Ninja's [n/N] or make's [ p%]."""
+
+    def __init__(self, prog, task) -> None:
+        self.prog, self.task = prog, task
+        self.done = self.total = 0
+
+    def __call__(self, line: str) -> None:
+        m = _NINJA.match(line)
+        if m:
+            self.done, self.total = int(m.group(1)), int(m.group(2))
+            self.prog.update(self.task, completed=self.done, total=self.total)
+            return
+        m = _MAKE.match(line)
+        if m:
+            self.prog.update(self.task, completed=int(m.group(1)), total=100)
+        elif "-- Configuring done" in line:
+            self.prog.update(self.task, description="compiling")
+        elif "Running command" in line and "setup.py" in line or "bdist_wheel" in line:
+            self.prog.update(self.task, description="packaging")
+
+
+# ----------------------------------------------------------------- the build
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: SourcePlan
+    staged: Path
+    tc: Toolchain
+    cmake_args: list[str]
+    isolate: bool
+    python: str
+    runner: StepRunner
+
+
+def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bundle: bool,
+             python: str | None, isolation: bool | None, extra: Iterable[str],
+             check_python: bool = True) -> Prepared:
+    plan = make_plan(settings, source, targets, from_bundle)
+    targets = plan.targets
+    python = python or sys.executable
+    staged = stage(settings, plan)
+    isolate = (not (settings.offline or from_bundle)) if isolation is None else isolation
+    requires = None if isolate or not check_python else read_build_requires(staged)
+    tc = check_toolchain(targets, python=python, min_cmake=cmake_minimum(staged),
+                         build_requires=requires)
+    for c in tc.checks:
+        if not c.ok and not c.required:
+            err_console.print(f"note: {c.name}: {c.detail}", markup=False)
+    tc.require()
+    cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *extra]
+    runner = StepRunner(settings.logs_dir / f"build-{time.strftime('%Y%m%d-%H%M%S')}"
+                        f"-{_slug(targets.tag)}")
+    return Prepared(plan, staged, tc, cmake_args, isolate, python, runner)
+
+
+def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
+                out_dir: Path, *, from_bundle: bool = False, python: str | None = None,
+                isolation: bool | None = None,
+                extra_cmake_args: Iterable[str] = ()) -> Path:
+    """Build, verify and label one wheel; returns its path in ``out_dir``."""
+    start = time.monotonic()
+    p = _prepare(settings, source, targets, from_bundle, python, isolation, extra_cmake_args)
+    plan, targets = p.plan, p.plan.targets
+    env = build_env(settings, plan, p.tc, p.cmake_args)
+    wheel_tmp = p.staged.parent / f"wheel-{_slug(targets.tag)}"
+    shutil.rmtree(wheel_tmp, ignore_errors=True)
+    argv = [p.python, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(wheel_tmp)]
+    argv += [] if p.isolate else ["--no-build-isolation"]
+    argv.append(str(p.staged))
+    console.print(f"building mlx {plan.label} for {targets.spec} "
+                  f"({'isolated' if p.isolate else 'no build isolation'}, {settings.jobs} jobs)",
+                  markup=False)
+    with progress(f"mlx {targets.spec}") as (prog, task):
+        prog.update(task, description="configuring")
+        result = p.runner.run("pip-wheel", argv, cwd=p.staged, env=env,
+                              on_line=Tracker(prog, task),
+                              hint="fix the first error above; `mlx-builder doctor` "
+                                   "checks the toolchain")
+    wheels = sorted(wheel_tmp.glob("*.whl"))
+    if len(wheels) != 1:
+        raise BuildError("the build produced no wheel" if not wheels else "several wheels",
+                         f"log: {result.log_path}")
+    built_from = f"bundle sha256:{plan.bundle_sha256}" if plan.bundle_sha256 else "tree"
+    out = finish_wheel(wheels[0], plan, p.tc, p.staged, Path(out_dir), p.cmake_args,
+                       built_from, p.python)
+    console.print(f"wheel: {out} ({out.stat().st_size / 2**20:.1f} MiB, "
+                  f"{time.monotonic() - start:.0f} s; log {result.log_path})", markup=False)
+    return out
+
+
+def configure_only(settings: Settings, source: Any, targets: TargetSet | None, *,
+                   from_bundle: bool = False, python: str | None = None,
+                   extra_cmake_args: Iterable[str] = ()) -> Path:
+    """Run only CMake's configure step, with the arguments setup.py would pass:
+    proves that every dependency resolves offline. Returns the build dir."""
+    p = _prepare(settings, source, targets, from_bundle, python, False, extra_cmake_args,
+                 check_python=False)
+    bdir = p.staged.parent / f"configure-{_slug(p.plan.targets.tag)}"
+    shutil.rmtree(bdir, ignore_errors=True)
+    argv = [p.tc.tools.get("cmake", "cmake"), "-S", str(p.staged), "-B", str(bdir)]
+    argv += ["-G", "Ninja"] if "ninja" in p.tc.tools else []
+    argv += ["-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={p.python}"]
+    argv += [f"-D{k}={v}" for k, v in sorted(setup_py_defines(p.staged).items())]
+    argv += [*p.cmake_args, f"-DMLX_VERSION={p.plan.label}"]
+    env = {k: v for k, v in p.tc.env.items() if not os.environ.get(k)}
+    result = p.runner.run("cmake-configure", argv, cwd=p.staged, env=env)
+    console.print(f"configure ok for {p.plan.targets.spec} in {result.seconds:.0f} s "
+                  f"(offline: FETCHCONTENT_FULLY_DISCONNECTED=ON); log {result.log_path}",
+                  markup=False)
+    return bdir
+
+
+def wheel_version(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        m = re.search(r"^Version: (.+)$", zf.read(meta).decode(), re.M)
+    if not m:
+        raise BuildError(f"{wheel.name} has no Version in its METADATA")
+    return m.group(1).strip()
+
+
+def _python_version(python: str) -> str:
+    proc = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_dir: Path,
+                 cmake_args: list[str], built_from: str, python: str) -> Path:
+    targets = plan.targets
+    version = wheel_version(raw)
+    if Version(version) != Version(plan.label):
+        raise BuildError(f"the wheel {raw.name} has version {version}, not {plan.label}",
+                         "the version hook in setup.py did not take effect")
+    gpu: dict[str, Any] = {}
+    requires: list[str] = []
+    req_source = ""
+    with zipfile.ZipFile(raw) as zf, tempfile.TemporaryDirectory(prefix="mlxb-whl-") as tmp:
+        members = zf.namelist()
+        if targets.backend == "cuda":
+            lib = next((m for m in members if re.search(r"(^|/)libmlx\.so[.\d]*$", m)), None)
+            if lib is None:
+                raise BuildError(f"{raw.name} has no libmlx.so", "cannot check its SASS")
+            path = Path(zf.extract(lib, tmp))
+            code = verify_sass(path, targets.sass_archs, tc.tools.get("cuobjdump"))
+            gpu = {"sass": sorted(code.sass), "ptx": sorted(code.ptx), "method": code.method}
+            toolkit = int(tc.versions()["nvcc"].split(".")[0])
+            requires, req_source = cuda_runtime_requirements(staged, toolkit, platform.system())
+        elif targets.backend == "metal" and not any(m.endswith("mlx.metallib") for m in members):
+            raise BuildError(f"{raw.name} has no mlx.metallib", "the Metal kernels are missing")
+    toolchain = {**tc.versions(), "python": _python_version(python)}
+    manifest = build_manifest(
+        version=plan.label, prov=plan.provenance, targets=targets, toolchain=toolchain,
+        dependencies=[d.to_json() for d in plan.deps.deps],
+        disabled_options=plan.deps.disabled, runtime_requires=requires,
+        requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
+        built_from=built_from)
+    return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)

@@ -1,0 +1,66 @@
+"""`mlx-builder build`: one verified, labelled wheel for one target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlx_builder.build import build_wheel
+from mlx_builder.build import configure_only as configure
+from mlx_builder.bundle import prepare
+from mlx_builder.errors import BuildError
+from mlx_builder.targets import parse_targets
+
+
+@click.command("build")
+@click.option("--target", "target_spec", default=None,
+              help="cuda-sm80/86/89/90/100/120/121 (comma-combined), cuda "
+                   "(upstream's set), cpu or metal. With --from-bundle: the bundle's own.")
+@click.option("--mlx", "mlx_ref", default=None,
+              help="MLX version (0.32.1), main, a tag or a commit.")
+@click.option("--series", "series_name", default=None, help="Force a patch series.")
+@click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Build this MLX source directory as it is (no series).")
+@click.option("--from-bundle", "bundle", type=click.Path(path_type=Path, dir_okay=False,
+                                                          exists=True),
+              default=None, help="Build a bundle from `mlx-builder bundle`, with no network.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=Path("dist"), show_default=True, help="Where the wheel goes.")
+@click.option("--python", "python", default=None,
+              help="Python to build for (default: the one running mlx-builder).")
+@click.option("--isolation/--no-isolation", default=None,
+              help="pip build isolation (default: on when online, off offline/bundle).")
+@click.option("--cmake-arg", "cmake_args", multiple=True,
+              help="Extra CMake argument, e.g. -DMLX_BUILD_GGUF=OFF (repeatable).")
+@click.option("--configure-only", is_flag=True,
+              help="Run only CMake's configure step (an offline check of the sources).")
+@click.pass_obj
+def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, out_dir,
+            python, isolation, cmake_args, configure_only) -> None:
+    """Build MLX with the patch series into a wheel, check its GPU code and
+    write its provenance manifest into it (see `mlx-builder inspect`)."""
+    chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
+    if len(chosen) != 1:
+        raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
+    if bundle:
+        targets = parse_targets(target_spec) if target_spec else None
+        if configure_only:
+            configure(settings, bundle, targets, from_bundle=True, python=python,
+                      extra_cmake_args=cmake_args)
+            return
+        build_wheel(settings, bundle, targets, out_dir, from_bundle=True, python=python,
+                    isolation=isolation, extra_cmake_args=cmake_args)
+        return
+    if not target_spec:
+        raise BuildError("no build target given", "", "pass --target, e.g. --target cuda-sm90")
+    if source_dir:
+        targets = parse_targets(target_spec, source=source_dir)
+        source = source_dir
+    else:
+        source, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
+    if configure_only:
+        configure(settings, source, targets, python=python, extra_cmake_args=cmake_args)
+        return
+    build_wheel(settings, source, targets, out_dir, python=python, isolation=isolation,
+                extra_cmake_args=cmake_args)

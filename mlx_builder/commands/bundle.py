@@ -1,0 +1,50 @@
+"""`mlx-builder bundle`: one self-contained source tarball for offline builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlx_builder.bundle import file_sha256, plan_from_tree, prepare, write_bundle
+from mlx_builder.console import console
+from mlx_builder.errors import BuildError
+from mlx_builder.targets import parse_targets
+
+
+@click.command("bundle")
+@click.option("--target", "target_spec", required=True,
+              help="Target the bundle is for (its patches and dependencies).")
+@click.option("--mlx", "mlx_ref", default=None, help="MLX version, main, a tag or a commit.")
+@click.option("--series", "series_name", default=None, help="Force a patch series.")
+@click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Bundle this MLX source directory as it is (no series).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("dist/"),
+              show_default=True,
+              help="Bundle file (*.tar.gz), or a directory for the default name.")
+@click.option("--refresh", is_flag=True, help="Refill the dependency cache first.")
+@click.pass_obj
+def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refresh) -> None:
+    """Write patched MLX + every FetchContent dependency the target needs +
+    build settings into one deterministic .tar.gz; build it anywhere with
+    `mlx-builder build --from-bundle FILE` (no network needed)."""
+    if bool(mlx_ref) == bool(source_dir):
+        raise BuildError("name exactly one source: --mlx REF or --source DIR")
+    if source_dir:
+        tree, targets = source_dir, parse_targets(target_spec, source=source_dir)
+    else:
+        tree, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
+    plan = plan_from_tree(settings, tree, targets, refresh=refresh)
+    path = write_bundle(settings, tree, targets, out, plan=plan)
+    size = path.stat().st_size
+    lines = [f"bundle:  {path}",
+             f"size:    {size / 2**20:.1f} MiB ({size} bytes)",
+             f"sha256:  {file_sha256(path)}",
+             f"label:   {plan.label}  target {targets.spec}",
+             f"patches: {len(plan.provenance.patches)} "
+             f"(series {plan.provenance.series or '-'}, hash {plan.provenance.patch_set_hash or '-'})",
+             "deps:    " + ", ".join(f"{d.name} {d.pin}" for d in plan.deps.deps)]
+    if plan.deps.disabled:
+        lines.append("off:     " + ", ".join(plan.deps.disabled))
+    lines.append(f"build:   mlx-builder build --from-bundle {path.name}")
+    console.print("\n".join(lines), markup=False)

@@ -1,0 +1,185 @@
+"""The wheel build: environment, progress, staging, verification, and an
+end-to-end pip build of a tiny stand-in MLX project (no compiler needed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from mlx_builder import build as build_mod
+from mlx_builder.bundle import SourcePlan, plan_from_tree, write_bundle
+from mlx_builder.cli import cli
+from mlx_builder.deps import DepsPlan
+from mlx_builder.errors import BuildError
+from mlx_builder.manifest import Provenance, make_label, read_manifest, verify_record
+from mlx_builder.mlxtree import HOOK_MARK, VERSION_ENV
+from mlx_builder.settings import Settings
+from mlx_builder.targets import parse_targets
+from mlx_builder.toolchain import Check, Toolchain
+
+from test_bundle import dep_repo, fake_mlx
+from test_manifest import fake_wheel
+from test_mlxtree import SETUP as MAIN_LIKE_SETUP
+from test_sass import build_so, synthetic_fatbin
+
+PROV = Provenance("https://github.com/ml-explore/mlx", "main", "a" * 40, "0.32.2",
+                  "main", "a" * 40, (), "1234567890")
+
+
+def plan_for(src: Path, spec: str) -> SourcePlan:
+    targets = parse_targets(spec)
+    return SourcePlan(src, targets, PROV, DepsPlan(()), make_label(PROV, targets.tag))
+
+
+class FakeProgress:
+    def __init__(self):
+        self.updates = []
+
+    def update(self, task, **kw):
+        self.updates.append(kw)
+
+
+def test_tracker_reads_ninja_and_make_progress():
+    prog = FakeProgress()
+    track = build_mod.Tracker(prog, 1)
+    for line in ["-- Configuring done", "[1/237] Building CXX object mlx/a.cpp.o",
+                 "  [12/240] Building CUDA object mlx/b.cu.o", "[ 45%] Building CXX object x",
+                 "warning: [3/4] is not a progress line"]:
+        track(line)
+    assert prog.updates == [{"description": "compiling"}, {"completed": 1, "total": 237},
+                            {"completed": 12, "total": 240}, {"completed": 45, "total": 100}]
+    assert (track.done, track.total) == (12, 240)
+
+
+def test_build_env(tmp_path, monkeypatch):
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    monkeypatch.delenv("CMAKE_GENERATOR", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    plan = plan_for(tmp_path, "cuda-sm90")
+    tc = Toolchain((), {"CXX": "/usr/bin/g++"}, (), {"ninja": "/usr/bin/ninja"})
+    env = build_mod.build_env(Settings(jobs=7), plan, tc, ["-DA=1", "-DB=/x/y"])
+    assert env["CMAKE_ARGS"] == "-DA=1 -DB=/x/y" and env["CMAKE_GENERATOR"] == "Ninja"
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "7" and env[VERSION_ENV] == plan.label
+    assert env["CXX"] == "/usr/bin/g++" and env["MLX_BUILD_BACKEND_PACKAGE"] == "0"
+    with pytest.raises(BuildError, match="contains a space"):
+        build_mod.build_env(Settings(), plan, tc, ["-DFETCHCONTENT_SOURCE_DIR_X=/my dir/x"])
+
+
+def test_public_args_drop_machine_paths():
+    assert build_mod.public_args(["-DMLX_BUILD_CUDA=ON", "-DCUDNN_INCLUDE_PATH=/opt/x",
+                                  "-DFETCHCONTENT_SOURCE_DIR_FMT=/c/fmt",
+                                  "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]) == \
+        ["-DMLX_BUILD_CUDA=ON", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
+
+
+def test_stage_copies_the_tree_and_hooks_only_the_copy(tmp_path):
+    src = fake_mlx(tmp_path / "mlx")
+    settings = Settings(cache_dir=tmp_path / "cache")
+    staged = build_mod.stage(settings, plan_for(src, "cpu"))
+    assert staged != src and HOOK_MARK in (staged / "setup.py").read_text()
+    assert HOOK_MARK not in (src / "setup.py").read_text()
+    assert (staged / "python/mlx/__init__.py").is_file() and not (staged / ".git").exists()
+    (src / "python/mlx/__init__.py").write_text("changed = True\n")
+    build_mod.stage(settings, plan_for(src, "cpu"))
+    assert (staged / "python/mlx/__init__.py").read_text() == "changed = True\n"
+    assert (staged / "setup.py").read_text().count(HOOK_MARK) == 1
+
+
+def cuda_wheel(tmp_path: Path, label: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    lib = build_so(tmp_path, synthetic_fatbin())
+    return fake_wheel(tmp_path / f"mlx-{label}-cp312-cp312-linux_x86_64.whl", label,
+                      {"mlx/lib/libmlx.so": lib.read_bytes()})
+
+
+def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "setup.py").write_text(MAIN_LIKE_SETUP)
+    plan = plan_for(staged, "cuda-sm90")
+    tc = Toolchain((Check("nvcc", True, True, "13.0.88"), Check("cmake", True, True, "4.4.0")))
+    raw = cuda_wheel(tmp_path, plan.label)
+    out = build_mod.finish_wheel(raw, plan, tc, staged, tmp_path / "dist", ["-DMLX_BUILD_CUDA=ON"],
+                                 "tree", sys.executable)
+    m = read_manifest(out)
+    assert m["gpu_code"]["sass"] == ["sm_120f", "sm_80", "sm_90a"] and m["gpu_code"]["method"] == "elf"
+    assert m["toolchain"]["nvcc"] == "13.0.88" and m["toolchain"]["python"]
+    assert m["runtime_requires"][0] == "nvidia-cudnn-cu13==9.*"
+    assert m["requires_source"] == "setup.py"
+    with zipfile.ZipFile(out) as zf:
+        meta = zf.read(next(n for n in zf.namelist() if n.endswith("METADATA"))).decode()
+    assert "Requires-Dist: nvidia-cublas==13.*" in meta and verify_record(out) == []
+    sm121 = plan_for(staged, "cuda-sm121")
+    with pytest.raises(BuildError, match="lacks SASS for sm_121a"):
+        build_mod.finish_wheel(cuda_wheel(tmp_path / "b", sm121.label), sm121, tc, staged,
+                               tmp_path / "dist2", [], "tree", sys.executable)
+    assert not (tmp_path / "dist2").exists()
+
+
+def test_finish_refuses_a_wheel_without_our_label(tmp_path):
+    plan = plan_for(tmp_path, "cpu")
+    raw = fake_wheel(tmp_path / "mlx-0.32.2-py3-none-any.whl", "0.32.2")
+    with pytest.raises(BuildError, match="has version 0.32.2, not 0.32.2[+]mlxb") as exc:
+        build_mod.finish_wheel(raw, plan, Toolchain(()), tmp_path, tmp_path / "d", [], "tree",
+                               sys.executable)
+    assert "version hook" in exc.value.why
+
+
+@pytest.fixture
+def no_toolchain(monkeypatch):
+    """The stand-in project needs no compiler; the real checks are tested elsewhere."""
+    monkeypatch.setattr(build_mod, "check_toolchain", lambda *a, **k: Toolchain(()))
+
+
+def test_end_to_end_from_tree_and_from_bundle(tmp_path, no_toolchain, monkeypatch):
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    src = fake_mlx(tmp_path / "mlx")
+    fmt = dep_repo(tmp_path / "fmt", "12.1.0", {"include/fmt/core.h": "// fmt\n"})
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True, dep_sources={"fmt": str(fmt)})
+    wheel = build_mod.build_wheel(settings, src, parse_targets("cpu"), tmp_path / "dist")
+    m = read_manifest(wheel)
+    plan = plan_from_tree(settings, src, parse_targets("cpu"))
+    assert m["version"] == plan.label and wheel.name.startswith(f"mlx-{plan.label}-")
+    assert m["built_from"] == "tree" and m["dependencies"][0]["name"] == "fmt"
+    assert "-DFETCHCONTENT_FULLY_DISCONNECTED=ON" in m["cmake_args"]
+    assert verify_record(wheel) == []
+    logs = list((settings.logs_dir).glob("build-*/01-pip-wheel.log"))
+    assert logs and "--no-build-isolation" in logs[0].read_text().splitlines()[0]
+    bundle = write_bundle(settings, src, parse_targets("cpu"), tmp_path / "b.tar.gz")
+    other = Settings(cache_dir=tmp_path / "gpu-node", offline=True)
+    result = CliRunner().invoke(cli, ["--cache-dir", str(other.cache_dir), "build",
+                                      "--from-bundle", str(bundle), "--out", str(tmp_path / "d2")],
+                                obj=None, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    built = next((tmp_path / "d2").glob("*.whl"))
+    assert read_manifest(built)["built_from"].startswith("bundle sha256:")
+    shown = CliRunner().invoke(cli, ["inspect", str(built)])
+    assert shown.exit_code == 0 and plan.label in shown.output and "fmt 12.1.0" in shown.output
+
+
+def test_failed_build_names_the_first_error_and_the_log(tmp_path, no_toolchain):
+    src = fake_mlx(tmp_path / "mlx", git_repo=False)
+    with (src / "setup.py").open("a") as fh:
+        fh.write("raise SystemExit('error: broken on purpose')\n")
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True,
+                        dep_sources={"fmt": str(dep_repo(tmp_path / "fmt", "12.1.0", {"a": "b"}))})
+    with pytest.raises(BuildError) as exc:
+        build_mod.build_wheel(settings, src, parse_targets("cpu"), tmp_path / "dist")
+    assert "pip-wheel" in exc.value.what and "error" in exc.value.what
+    log = Path(exc.value.why.split("full log: ")[1])
+    assert log.is_file() and "broken on purpose" in log.read_text()
+    assert not (tmp_path / "dist").exists()
+
+
+def test_build_command_needs_one_source(tmp_path):
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path), "build", "--target", "cpu"])
+    assert result.exit_code != 0
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path), "build", "--target", "metal",
+                                      "--source", str(tmp_path)])
+    assert result.exit_code != 0 and ("macOS" in str(result.exception) or os.uname().sysname == "Darwin")

@@ -1,0 +1,207 @@
+"""Bundles: deterministic tarballs of patched MLX + dependencies + settings."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from mlx_builder.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
+                                plan_from_tree, read_bundle_json, tree_files, write_bundle)
+from mlx_builder.errors import DepsError, TargetError
+from mlx_builder.series import PatchEntry
+from mlx_builder.settings import Settings
+from mlx_builder.targets import parse_targets
+
+from gitfixture import git
+
+CMAKE = '''
+option(MLX_BUILD_CUDA "cuda" OFF)
+FetchContent_Declare(fmt GIT_REPOSITORY https://github.com/fmtlib/fmt.git GIT_TAG 12.1.0)
+if(MLX_BUILD_CUDA)
+  FetchContent_Declare(cutlass GIT_REPOSITORY https://github.com/NVIDIA/cutlass.git
+                       GIT_TAG v4.4.2 SOURCE_SUBDIR include)
+endif()
+'''
+SETUP = '''def get_version():
+    return "0.1.0.dev0"
+
+
+cmake_args = ["-DMLX_BUILD_TESTS=OFF"]
+'''
+# A stand-in PEP 517 backend: builds a wheel named by setup.py's get_version()
+# and prints Ninja-style progress, so pip-driven builds run without a compiler.
+BACKEND = '''import base64, hashlib, runpy, zipfile
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    version = runpy.run_path("setup.py", run_name="setup")["get_version"]()
+    print("[1/2] Building CXX object fake.o", flush=True)
+    print("[2/2] Linking CXX shared library libmlx.so", flush=True)
+    dist = f"mlx-{version}.dist-info"
+    files = {"mlx/__init__.py": open("python/mlx/__init__.py", "rb").read(),
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\\nName: mlx\\nVersion: {version}\\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    digest = lambda d: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    record = "".join(f"{n},sha256={digest(d)},{len(d)}\\n" for n, d in files.items())
+    name = f"mlx-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+        zf.writestr(f"{dist}/RECORD", record + f"{dist}/RECORD,,\\n")
+    return name
+'''
+
+
+def fake_mlx(root: Path, git_repo: bool = True) -> Path:
+    files = {"CMakeLists.txt": CMAKE, "setup.py": SETUP, "mlxb_fake_backend.py": BACKEND,
+             "pyproject.toml": '[build-system]\nrequires = []\n'
+                               'build-backend = "mlxb_fake_backend"\nbackend-path = ["."]\n',
+             "mlx/version.h": "#define MLX_VERSION_MAJOR 0\n#define MLX_VERSION_MINOR 1\n"
+                              "#define MLX_VERSION_PATCH 0\n",
+             "python/mlx/__init__.py": "__all__ = []\n", ".gitignore": "build/\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    if git_repo:
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "fake mlx")
+    return root
+
+
+def dep_repo(root: Path, tag: str, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        (root / rel).chmod(0o755 if rel in executable else 0o644)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "dep")
+    git(root, "tag", tag)
+    return root
+
+
+def make_settings(tmp_path: Path, name: str = "cache", **sources) -> Settings:
+    return Settings(cache_dir=tmp_path / name, offline=True,
+                    dep_sources={k: str(v) for k, v in sources.items()})
+
+
+@pytest.fixture
+def world(tmp_path):
+    mlx = fake_mlx(tmp_path / "mlx")
+    (mlx / "build").mkdir()
+    (mlx / "build" / "junk.o").write_text("ignored by .gitignore")
+    (mlx / "untracked.txt").write_text("new file from a patch, not yet added\n")
+    fmt = dep_repo(tmp_path / "fmt", "12.1.0", {"include/fmt/core.h": "// fmt\n",
+                                                "support/build.py": "#!/bin/sh\n"},
+                   executable=("support/build.py",))
+    cutlass = dep_repo(tmp_path / "cutlass", "v4.4.2", {"include/cute/tensor.hpp": "//\n",
+                                                        "media/big.png": "x" * 1000})
+    return SimpleNamespace(mlx=mlx, fmt=fmt, cutlass=cutlass, tmp=tmp_path)
+
+
+def test_tree_files_follow_git(world):
+    files = tree_files(world.mlx)
+    assert "untracked.txt" in files and "build/junk.o" not in files
+    assert not any(f.startswith(".git/") for f in files)
+
+
+def test_bundle_is_deterministic_and_self_describing(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    targets = parse_targets("cpu")
+    first = write_bundle(s, world.mlx, targets, world.tmp / "out")
+    again = write_bundle(make_settings(world.tmp, "cache2", fmt=world.fmt), world.mlx, targets,
+                         world.tmp / "other" / first.name)
+    assert first.read_bytes() == again.read_bytes()
+    assert first.name.startswith("mlx-0.1.0_mlxb.") and first.name.endswith(".cpu.tar.gz")
+    with tarfile.open(first) as tf:
+        members = tf.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    assert all(m.mtime == 0 and m.uid == 0 and m.gid == 0 and m.uname == "" for m in members)
+    top = names[0].split("/")[0]
+    assert f"{top}/{BUNDLE_JSON}" in names and f"{top}/mlx/untracked.txt" in names
+    assert f"{top}/deps/fmt/include/fmt/core.h" in names
+    assert not any("cutlass" in n for n in names)          # cpu does not need it
+    modes = {m.name.split("/", 1)[1]: m.mode for m in members}
+    assert modes["deps/fmt/support/build.py"] == 0o755 and modes["mlx/setup.py"] == 0o644
+    meta = read_bundle_json(first)
+    assert meta["target"]["spec"] == "cpu" and meta["dependencies"][0]["path"] == "deps/fmt"
+    assert meta["provenance"]["upstream_version"] == "0.1.0"
+
+
+def test_open_bundle_round_trip(world):
+    s = make_settings(world.tmp, fmt=world.fmt, cutlass=world.cutlass)
+    targets = parse_targets("cuda-sm90")
+    plan = plan_from_tree(s, world.mlx, targets)
+    path = write_bundle(s, world.mlx, targets, world.tmp / "b.tar.gz", plan=plan)
+    offline = make_settings(world.tmp, "elsewhere")           # no sources, empty cache
+    opened = open_bundle(offline, path)
+    assert opened.label == plan.label and opened.provenance == plan.provenance
+    assert opened.targets.spec == "cuda-sm90" and opened.bundle_sha256 == file_sha256(path)
+    assert [d.name for d in opened.deps.deps] == ["fmt", "cutlass"]
+    for d in opened.deps.deps:
+        assert d.path.is_dir() and d.via == "bundle"
+        assert str(d.path).startswith(str(offline.worktrees_dir / "bundles"))
+    assert sorted(p.name for p in (opened.src).iterdir())[:2] == [".gitignore", "CMakeLists.txt"]
+    assert (next(d for d in opened.deps.deps if d.name == "cutlass").path / "media").exists() is False
+    combo = open_bundle(offline, path, parse_targets("cuda-sm90,cuda-sm121"))
+    assert combo.label.endswith(".cu90ax121a") and combo.deps == opened.deps
+    with pytest.raises(TargetError, match="made for cuda-sm90"):
+        open_bundle(offline, path, parse_targets("cpu"))
+
+
+def test_bundle_for_cpu_cannot_build_cuda(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "cpu.tar.gz")
+    with pytest.raises(TargetError):
+        open_bundle(s, path, parse_targets("cuda-sm90"))
+
+
+def test_tampered_dependency_is_detected(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "cpu.tar.gz")
+    plan = open_bundle(s, path)
+    top = plan.src.parent
+    (top / "deps/fmt/include/fmt/core.h").write_text("// changed\n")
+    with pytest.raises(DepsError, match="does not match bundle.json"):
+        _verify(top)
+
+
+def test_series_provenance_goes_into_the_bundle(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    commit = git(world.mlx, "rev-parse", "HEAD")
+    patch = PatchEntry("0021-x.patch", Path("/p/0021-x.patch"), "all", "not-forwarded", "c" * 64)
+    tree = SimpleNamespace(path=world.mlx, upstream_url=str(world.mlx), base_commit=commit,
+                           applied=(patch,), skipped=(),
+                           ref=SimpleNamespace(ref="main", commit=commit, kind="branch",
+                                               version="0.1.0"),
+                           series=SimpleNamespace(name="main", base=commit))
+    path = write_bundle(s, tree, parse_targets("cpu"), world.tmp / "s.tar.gz")
+    prov = json.loads(json.dumps(read_bundle_json(path)["provenance"]))
+    assert prov["series"] == "main" and prov["patches"][0]["sha256"] == "c" * 64
+    assert prov["upstream_commit"] == commit
+    assert prov["upstream_url"] == "https://github.com/ml-explore/mlx"   # a local mirror path is not provenance
+
+
+def test_bundle_and_inspect_commands(world):
+    from click.testing import CliRunner
+    from mlx_builder.cli import cli
+    env = {"MLX_BUILDER_DEP_FMT": str(world.fmt)}
+    base = ["--cache-dir", str(world.tmp / "c"), "--offline"]
+    made = CliRunner(env=env).invoke(cli, [*base, "bundle", "--source", str(world.mlx),
+                                           "--target", "cpu", "--out", str(world.tmp / "dist")])
+    assert made.exit_code == 0, made.output
+    path = next((world.tmp / "dist").glob("*.tar.gz"))
+    assert f"bundle:  {path}" in made.output and "MiB" in made.output
+    shown = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert shown.exit_code == 0 and "fmt 12.1.0" in shown.output and "target:    cpu" in shown.output
