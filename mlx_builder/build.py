@@ -176,18 +176,38 @@ def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bu
     targets = plan.targets
     python = python or sys.executable
     staged = stage(settings, plan)
+    runner = StepRunner(settings.logs_dir / f"build-{time.strftime('%Y%m%d-%H%M%S')}"
+                        f"-{_slug(targets.tag)}")
     isolate = (not (settings.offline or from_bundle)) if isolation is None else isolation
     requires = None if isolate or not check_python else read_build_requires(staged)
     tc = check_toolchain(targets, python=python, min_cmake=cmake_minimum(staged),
                          build_requires=requires)
+    if requires and plan.wheels_dir and any(
+            c.name == "build-python" and not c.ok for c in tc.checks):
+        python = build_venv(python, plan.wheels_dir, requires, staged.parent / "buildenv",
+                            runner)
+        tc = check_toolchain(targets, python=python, min_cmake=cmake_minimum(staged),
+                             build_requires=requires)
     for c in tc.checks:
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
     cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *extra]
-    runner = StepRunner(settings.logs_dir / f"build-{time.strftime('%Y%m%d-%H%M%S')}"
-                        f"-{_slug(targets.tag)}")
     return Prepared(plan, staged, tc, cmake_args, isolate, python, runner)
+
+
+def build_venv(python: str, wheels: Path, requires: list[str], dest: Path,
+               runner: StepRunner) -> str:
+    """A venv over ``python``'s packages plus the bundle's build-requirement
+    wheels, for an offline host whose Python lacks them. Returns its python."""
+    if not (dest / "bin" / "python").exists():
+        runner.run("build-venv", [python, "-m", "venv", "--system-site-packages", str(dest)])
+    reqs = [r for r in requires if not r.replace(" ", "").lower().startswith("cmake")]
+    venv_python = str(dest / "bin" / "python")
+    runner.run("build-requirements", [venv_python, "-m", "pip", "install", "-q", "--no-index",
+                                      "--find-links", str(wheels), *reqs])
+    console.print(f"build requirements installed from the bundle into {dest}", markup=False)
+    return venv_python
 
 
 def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,

@@ -6,6 +6,9 @@ Bundle layout, under one top directory ``mlx-<label>/``::
     bundle.json        format, label, target, provenance, dependencies, options
     mlx/...            the patched MLX tree (tracked + untracked-not-ignored files)
     deps/<name>/...    each FetchContent dependency the target needs
+    wheels/*.whl       MLX's pure-Python build requirements (setuptools, ...), when
+                       they could be downloaded: an offline host whose Python lacks
+                       them builds in a venv made from these
 
 Deterministic: members sorted, mtime 0, uid/gid 0, no user names, modes 644
 or 755, gzip header without name or time; the same inputs give the same bytes.
@@ -23,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -30,15 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from mlx_builder import __version__
+from mlx_builder.console import err_console
 from mlx_builder.deps import (DepsPlan, ResolvedDep, content_sha256, needed,
                               resolve, safe_extract)
 from mlx_builder.errors import DepsError, TargetError, WheelError
 from mlx_builder.manifest import Provenance, make_label, provenance_from_tree
-from mlx_builder.mlxtree import read_upstream_version
+from mlx_builder.mlxtree import read_build_requires, read_upstream_version
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
 from mlx_builder.targets import TargetSet, parse_targets
 
 BUNDLE_JSON = "bundle.json"
+WHEELS_DIR = "wheels"
 FORMAT = "mlx-builder-bundle"
 SCHEMA = 1
 _DONE = ".unpacked"
@@ -52,6 +58,7 @@ class SourcePlan:
     deps: DepsPlan
     label: str
     bundle_sha256: str | None = None
+    wheels_dir: Path | None = None       # build-requirement wheels carried by a bundle
 
 
 # ----------------------------------------------------------------- planning
@@ -114,6 +121,25 @@ def tree_files(root: Path) -> list[str]:
 
 # ----------------------------------------------------------------- writing
 
+def fetch_build_wheels(settings: Settings, src: Path, dest: Path) -> list[Path]:
+    """Download MLX's [build-system] requirements as wheels (cmake excluded: the
+    build uses the cmake on PATH). Empty when offline or when pip cannot."""
+    reqs = [r for r in read_build_requires(src)
+            if not r.replace(" ", "").lower().startswith("cmake")]
+    if settings.offline or not reqs:
+        return []
+    dest.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                           "--only-binary=:all:", "-d", str(dest), *reqs],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        err_console.print("note: build-requirement wheels not added to the bundle: "
+                          + (proc.stderr.strip().splitlines() or ["pip failed"])[-1],
+                          markup=False)
+        return []
+    return sorted(dest.glob("*.whl"))
+
+
 def _bundle_json(plan: SourcePlan) -> dict[str, Any]:
     return {
         "format": FORMAT, "schema": SCHEMA, "tool": f"mlx-builder {__version__}",
@@ -143,7 +169,7 @@ def _add(tf: tarfile.TarFile, arcname: str, path: Path | None, data: bytes | Non
 
 
 def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *,
-                 plan: SourcePlan | None = None) -> Path:
+                 plan: SourcePlan | None = None, with_wheels: bool = True) -> Path:
     """Write the bundle for ``tree`` + ``targets``; ``out`` may be a directory."""
     plan = plan or plan_from_tree(settings, tree, targets)
     top = "mlx-" + re.sub(r"[^A-Za-z0-9._-]+", "_", plan.label)
@@ -158,17 +184,22 @@ def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *
             if path.is_file() or path.is_symlink():
                 rel = path.relative_to(dep.path).as_posix()
                 members.append((f"{top}/deps/{dep.name}/{rel}", path, None))
-    meta = json.dumps(_bundle_json(plan), indent=1, sort_keys=True).encode() + b"\n"
-    members.append((f"{top}/{BUNDLE_JSON}", None, meta))
-    members.sort(key=lambda m: m[0])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".part")
-    with open(tmp, "wb") as raw, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        for arcname, path, data in members:
-            _add(tf, arcname, path, data)
-    tmp.replace(out)
+    with tempfile.TemporaryDirectory(prefix="mlxb-wheels-") as wtmp:
+        wheels = fetch_build_wheels(settings, plan.src, Path(wtmp)) if with_wheels else []
+        members += [(f"{top}/{WHEELS_DIR}/{w.name}", w, None) for w in wheels]
+        data = _bundle_json(plan)
+        data["build_wheels"] = [w.name for w in wheels]
+        meta = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
+        members.append((f"{top}/{BUNDLE_JSON}", None, meta))
+        members.sort(key=lambda m: m[0])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".part")
+        with open(tmp, "wb") as raw, \
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
+            for arcname, path, blob in members:
+                _add(tf, arcname, path, blob)
+        tmp.replace(out)
     return out
 
 
@@ -261,5 +292,7 @@ def open_bundle(settings: Settings, path: Path, targets: TargetSet | None = None
     prov = Provenance.from_json(data["provenance"])
     plan_deps = DepsPlan(deps, tuple(data.get("disabled_options", [])),
                          tuple(data.get("skipped_dependencies", [])))
-    return SourcePlan(src, targets, prov, plan_deps, make_label(prov, targets.tag), sha)
+    wheels = top / WHEELS_DIR
+    return SourcePlan(src, targets, prov, plan_deps, make_label(prov, targets.tag), sha,
+                      wheels if wheels.is_dir() else None)
 

@@ -137,6 +137,19 @@ def no_toolchain(monkeypatch):
     monkeypatch.setattr(build_mod, "check_toolchain", lambda *a, **k: Toolchain(()))
 
 
+@pytest.fixture
+def no_toolchain_but_python(monkeypatch):
+    """Only the real build-Python check (the stand-in project needs no compiler)."""
+    from mlx_builder.toolchain import check_build_requires, check_cmake
+
+    def checks(targets, *, python=None, build_requires=None, **_):
+        if build_requires is None:
+            return Toolchain(())
+        env = dict(os.environ)
+        return Toolchain((check_build_requires(python, build_requires, env, check_cmake(env)),))
+    monkeypatch.setattr(build_mod, "check_toolchain", checks)
+
+
 def test_end_to_end_from_tree_and_from_bundle(tmp_path, no_toolchain, monkeypatch):
     monkeypatch.delenv("CMAKE_ARGS", raising=False)
     src = fake_mlx(tmp_path / "mlx")
@@ -183,3 +196,31 @@ def test_build_command_needs_one_source(tmp_path):
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path), "build", "--target", "metal",
                                       "--source", str(tmp_path)])
     assert result.exit_code != 0 and ("macOS" in str(result.exception) or os.uname().sysname == "Darwin")
+
+
+def test_offline_bundle_build_uses_carried_build_requirements(tmp_path, no_toolchain_but_python,
+                                                              monkeypatch):
+    """The build Python lacks a build requirement; the bundle carries its wheel."""
+    import shutil as _shutil
+    from mlx_builder import bundle as bundle_mod
+    src = fake_mlx(tmp_path / "mlx")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["mlxb-probe-req>=1", "cmake>=3"]\n'
+                                        'build-backend = "mlxb_fake_backend"\nbackend-path = ["."]\n')
+    wheel = fake_wheel(tmp_path / "mlxb_probe_req-1.0-py3-none-any.whl", "1.0",
+                       name="mlxb-probe-req")
+
+    def carry(settings, tree, dest):
+        dest.mkdir(parents=True, exist_ok=True)
+        return [Path(_shutil.copy(wheel, dest))]
+    monkeypatch.setattr(bundle_mod, "fetch_build_wheels", carry)
+    fmt = dep_repo(tmp_path / "fmt", "12.1.0", {"include/fmt/core.h": "// fmt\n"})
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True, dep_sources={"fmt": str(fmt)})
+    bundle = write_bundle(settings, src, parse_targets("cpu"), tmp_path / "b.tar.gz")
+    node = Settings(cache_dir=tmp_path / "node", offline=True)
+    built = build_mod.build_wheel(node, bundle, None, tmp_path / "dist", from_bundle=True)
+    assert read_manifest(built)["built_from"].startswith("bundle")
+    venv_python = next(node.worktrees_dir.glob("bundles/*/*/buildenv/bin/python"))
+    logs = sorted(node.logs_dir.glob("build-*/*.log"))
+    assert [p.name for p in logs] == ["01-build-venv.log", "02-build-requirements.log",
+                                      "03-pip-wheel.log"]
+    assert logs[2].read_text().startswith(f"$ {venv_python} -m pip wheel")

@@ -54,10 +54,11 @@ def test_provenance_json_round_trip():
                                 "upstream": "not-forwarded"}
 
 
-def fake_wheel(path: Path, version: str, extra: dict[str, bytes] | None = None) -> Path:
-    dist = f"mlx-{version}.dist-info"
+def fake_wheel(path: Path, version: str, extra: dict[str, bytes] | None = None,
+               name: str = "mlx") -> Path:
+    dist = f"{name.replace('-', '_')}-{version}.dist-info"
     files = {"mlx/__init__.py": b"", "mlx/lib/libmlx.so": b"\x7fELF...",
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: mlx\nVersion: {version}\n"
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                                  "Requires-Dist: numpy\n\nlong description\n\nmore\n".encode(),
              f"{dist}/WHEEL": b"Wheel-Version: 1.0\n", **(extra or {})}
     record = "".join(f"{n},{record_hash(d)},{len(d)}\n" for n, d in files.items())
