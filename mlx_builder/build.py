@@ -126,6 +126,11 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
         "MLX_BUILD_FRONTEND_PACKAGE": "0", "MLX_BUILD_BACKEND_PACKAGE": "0",
         "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
+    cudnn_lib = next((a.split("=", 1)[1] for a in cmake_args
+                      if a.startswith("-DCUDNN_LIBRARY_PATH=")), None)
+    if cudnn_lib:       # the stub generator imports mlx.core during the build
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (cudnn_lib, os.environ.get("LD_LIBRARY_PATH")) if p)
     if "ninja" in tc.tools and not os.environ.get("CMAKE_GENERATOR"):
         env["CMAKE_GENERATOR"] = "Ninja"
     for key, value in tc.env.items():
@@ -186,8 +191,9 @@ def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bu
             c.name == "build-python" and not c.ok for c in tc.checks):
         python = build_venv(python, plan.wheels_dir, requires, staged.parent / "buildenv",
                             runner)
-        tc = check_toolchain(targets, python=python, min_cmake=cmake_minimum(staged),
-                             build_requires=requires)
+        found = dict(a[2:].split("=", 1) for a in tc.cmake_args if a.startswith("-DCUDNN_"))
+        tc = check_toolchain(targets, env={**os.environ, **found}, python=python,
+                             min_cmake=cmake_minimum(staged), build_requires=requires)
     for c in tc.checks:
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)

@@ -67,6 +67,9 @@ def test_build_env(tmp_path, monkeypatch):
     assert env["CMAKE_ARGS"] == "-DA=1 -DB=/x/y" and env["CMAKE_GENERATOR"] == "Ninja"
     assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "7" and env[VERSION_ENV] == plan.label
     assert env["CXX"] == "/usr/bin/g++" and env["MLX_BUILD_BACKEND_PACKAGE"] == "0"
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/already")
+    env = build_mod.build_env(Settings(), plan, tc, ["-DCUDNN_LIBRARY_PATH=/py/nvidia/cudnn/lib"])
+    assert env["LD_LIBRARY_PATH"] == "/py/nvidia/cudnn/lib:/already"
     with pytest.raises(BuildError, match="contains a space"):
         build_mod.build_env(Settings(), plan, tc, ["-DFETCHCONTENT_SOURCE_DIR_X=/my dir/x"])
 
