@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from mlx_builder import __version__
+from mlx_builder.archives import content_sha256, safe_extract
 from mlx_builder.console import err_console
-from mlx_builder.deps import (DepsPlan, ResolvedDep, content_sha256, needed,
-                              resolve, safe_extract)
+from mlx_builder.deps import DepsPlan, ResolvedDep, needed, resolve
 from mlx_builder.errors import DepsError, TargetError, WheelError
 from mlx_builder.manifest import Provenance, make_label, provenance_from_tree
 from mlx_builder.mlxtree import read_build_requires, read_upstream_version

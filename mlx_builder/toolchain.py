@@ -1,5 +1,7 @@
 """Toolchain checks before a build; ``mlx-builder doctor`` shows the same.
 
+The CUDA checks live in ``cudatools`` and are re-exported here.
+
 Every check finds a tool the way the build will (PATH, CUDACXX, CUDA_HOME,
 CXX, CUDNN_INCLUDE_PATH/CUDNN_LIBRARY_PATH, the build Python's
 ``nvidia-cudnn`` package), asks it for its version and says what to do when
@@ -14,8 +16,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,28 +24,16 @@ from typing import Mapping, Sequence
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from mlx_builder.cudatools import (check_cuda_libs, check_cudnn, check_cuobjdump,
+                                   check_nccl, check_nvcc, find_nvcc)
 from mlx_builder.errors import ToolchainError
+from mlx_builder.probe import Check, fmt, run, version_tuple, which
 from mlx_builder.targets import TargetSet
 
 MIN_CMAKE = (3, 25)
 # MLX's pyproject.toml [build-system] requires (v0.32.1 and main); a build
 # reads the tree's own list, doctor without a tree uses this one.
 DEFAULT_BUILD_REQUIRES = ("setuptools>=80", "cmake>=3.25", "typing_extensions")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    required: bool
-    version: str | None = None
-    detail: str = ""
-    fix: str = ""
-    path: str | None = None
-
-    @property
-    def status(self) -> str:
-        return "ok" if self.ok else ("FAIL" if self.required else "warn")
 
 
 @dataclass(frozen=True)
@@ -76,59 +64,32 @@ class Toolchain:
                 or "run `mlx-builder doctor` for details")
 
 
-# ----------------------------------------------------------------- helpers
-
-def _run(argv: Sequence[str], env: Mapping[str, str] | None = None,
-         cwd: Path | None = None, timeout: float = 60) -> tuple[int, str]:
-    try:
-        proc = subprocess.run([str(a) for a in argv], capture_output=True,
-                              text=True, errors="replace", env=dict(env or os.environ),
-                              cwd=cwd, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, str(exc)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def _which(name: str, env: Mapping[str, str]) -> str | None:
-    return shutil.which(name, path=env.get("PATH", os.defpath))
-
-
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return ()
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
-
-
-def _fmt(v: Sequence[int]) -> str:
-    return ".".join(str(x) for x in v)
-
-
 # ----------------------------------------------------------------- cmake / ninja / ccache
 
 def check_cmake(env: Mapping[str, str], minimum: tuple[int, ...] = MIN_CMAKE) -> Check:
-    path = _which("cmake", env)
+    path = which("cmake", env)
     if not path:
         return Check("cmake", False, True, detail="cmake not found on PATH",
-                     fix=f"install CMake >= {_fmt(minimum)} (pip install cmake)")
-    rc, out = _run([path, "--version"], env)
+                     fix=f"install CMake >= {fmt(minimum)} (pip install cmake)")
+    rc, out = run([path, "--version"], env)
     m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out)
     version = m.group(1) if m else None
     if rc != 0 or not version:
         return Check("cmake", False, True, path=path,
                      detail=f"`cmake --version` failed: {out.strip()[:200]}")
-    if _version_tuple(version) < tuple(minimum):
+    if version_tuple(version) < tuple(minimum):
         return Check("cmake", False, True, version, path=path,
-                     detail=f"CMake {version} is older than {_fmt(minimum)}",
-                     fix=f"install CMake >= {_fmt(minimum)} (pip install cmake)")
+                     detail=f"CMake {version} is older than {fmt(minimum)}",
+                     fix=f"install CMake >= {fmt(minimum)} (pip install cmake)")
     return Check("cmake", True, True, version, path=path, detail=path)
 
 
 def check_simple(name: str, env: Mapping[str, str], *, required: bool,
                  why: str, fix: str) -> Check:
-    path = _which(name, env)
+    path = which(name, env)
     if not path:
         return Check(name, False, required, detail=f"{name} not found; {why}", fix=fix)
-    rc, out = _run([path, "--version"], env)
+    rc, out = run([path, "--version"], env)
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
     return Check(name, rc == 0, required, m.group(1) if m else None,
                  detail=path, path=path)
@@ -143,8 +104,8 @@ def _cxx_candidates(env: Mapping[str, str]) -> tuple[list[str], bool]:
     if env.get("CXX"):
         return [env["CXX"]], True
     seen, out = set(), []
-    for cand in (_which("c++", env), _which("g++", env), "/usr/bin/g++",
-                 _which("clang++", env)):
+    for cand in (which("c++", env), which("g++", env), "/usr/bin/g++",
+                 which("clang++", env)):
         if cand and os.path.exists(cand):
             real = os.path.realpath(cand)
             if real not in seen:
@@ -158,7 +119,7 @@ def _lto_link(cxx: str, env: Mapping[str, str]) -> tuple[bool, str]:
         src = Path(tmp) / "probe.cpp"
         src.write_text(_LTO_SOURCE)
         out = Path(tmp) / "libprobe.so"
-        rc, text = _run([cxx, "-O2", "-flto", "-fPIC", "-shared", str(src),
+        rc, text = run([cxx, "-O2", "-flto", "-fPIC", "-shared", str(src),
                          "-o", str(out)], env, cwd=Path(tmp))
         if rc == 0 and out.exists():
             return True, ""
@@ -186,7 +147,7 @@ def check_cxx(env: Mapping[str, str]) -> tuple[Check, str | None]:
     failed: list[str] = []
     for cxx in cands:
         ok, why = _lto_link(cxx, env)
-        rc, out = _run([cxx, "--version"], env)
+        rc, out = run([cxx, "--version"], env)
         first = out.splitlines()[0].strip() if out.strip() else cxx
         m = re.search(r"(\d+\.\d+(?:\.\d+)?)", first)
         kind = "clang" if "clang" in first.lower() else "g++" if (
@@ -202,173 +163,6 @@ def check_cxx(env: Mapping[str, str]) -> tuple[Check, str | None]:
     fix = ("set CXX to a compiler whose LTO link works (e.g. CXX=/usr/bin/g++)"
            if explicit else "install a working g++/clang++ or set CXX")
     return Check("c++", False, True, detail="; ".join(failed), fix=fix), None
-
-
-# ----------------------------------------------------------------- CUDA
-
-def find_nvcc(env: Mapping[str, str]) -> str | None:
-    if env.get("CUDACXX") and os.path.exists(env["CUDACXX"]):
-        return env["CUDACXX"]
-    found = _which("nvcc", env)
-    if found:
-        return found
-    for root in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.path.exists(os.path.join(root, "bin", "nvcc")):
-            return os.path.join(root, "bin", "nvcc")
-    return None
-
-
-def nvcc_supported(nvcc: str, env: Mapping[str, str]) -> set[int]:
-    """SASS numbers nvcc can emit (``--list-gpu-code``, else ``--list-gpu-arch``)."""
-    for flag, prefix in (("--list-gpu-code", "sm_"), ("--list-gpu-arch", "compute_")):
-        rc, out = _run([nvcc, flag], env)
-        nums = {int(n) for n in re.findall(prefix + r"(\d+)", out)} if rc == 0 else set()
-        if nums:
-            return nums
-    return set()
-
-
-def check_nvcc(targets: TargetSet, env: Mapping[str, str]) -> Check:
-    nvcc = find_nvcc(env)
-    if not nvcc:
-        return Check("nvcc", False, True, detail="nvcc not found (PATH, CUDACXX, "
-                     "CUDA_HOME, /usr/local/cuda)",
-                     fix=f"install the CUDA toolkit >= {_fmt(targets.min_cuda)} "
-                         "and put nvcc on PATH or set CUDACXX")
-    rc, out = _run([nvcc, "--version"], env)
-    m = re.search(r"release (\d+)\.(\d+), V([\d.]+)", out)
-    if rc != 0 or not m:
-        return Check("nvcc", False, True, path=nvcc,
-                     detail=f"`nvcc --version` failed: {out.strip()[:200]}")
-    version = m.group(3)
-    release = (int(m.group(1)), int(m.group(2)))
-    supported = nvcc_supported(nvcc, env)
-    problems = []
-    for entry in targets.arch_entries:
-        if release < entry.min_cuda:
-            problems.append(f"sm_{entry.name} needs CUDA >= {_fmt(entry.min_cuda)}")
-        elif supported and entry.number not in supported:
-            problems.append(f"this nvcc does not list sm_{entry.number}")
-    if problems:
-        listed = ", ".join(f"sm_{n}" for n in sorted(supported)) or "nothing"
-        return Check("nvcc", False, True, version, path=nvcc,
-                     detail=f"nvcc {version}: {'; '.join(problems)} (it lists {listed})",
-                     fix=f"install CUDA >= {_fmt(targets.min_cuda)} or drop those targets")
-    return Check("nvcc", True, True, version, detail=nvcc, path=nvcc)
-
-
-def cuda_root(nvcc: str) -> Path:
-    return Path(os.path.realpath(nvcc)).parent.parent
-
-
-def check_cuda_libs(nvcc: str | None, env: Mapping[str, str]) -> Check:
-    """cuBLASLt, cuFFT, NVRTC and the driver (or its stub) for linking libmlx."""
-    roots = [cuda_root(nvcc)] if nvcc else []
-    roots += [Path(p) for p in (env.get("CUDA_HOME"), "/usr/local/cuda") if p]
-    dirs = []
-    for root in roots:
-        dirs += [root / "lib64", root / "lib", root / "lib64" / "stubs",
-                 root / "targets" / f"{platform.machine()}-linux" / "lib",
-                 root / "targets" / f"{platform.machine()}-linux" / "lib" / "stubs"]
-    dirs.append(Path(f"/usr/lib/{platform.machine()}-linux-gnu"))
-    missing = []
-    for lib in ("cublasLt", "cufft", "nvrtc", "cuda"):
-        if not any(d.is_dir() and any(d.glob(f"lib{lib}.so*")) for d in dirs):
-            missing.append(f"lib{lib}")
-    if missing:
-        return Check("cuda-libs", False, True,
-                     detail=f"not found: {', '.join(missing)} (looked in the CUDA "
-                            "toolkit's lib64, lib64/stubs and the system lib dir)",
-                     fix="install the CUDA toolkit's cuBLAS, cuFFT and NVRTC "
-                         "development libraries")
-    return Check("cuda-libs", True, True, detail="cublasLt, cufft, nvrtc, cuda")
-
-
-def _python_package_dir(python: str | None, module: str,
-                        env: Mapping[str, str]) -> Path | None:
-    code = (f"import {module} as m, sys; p = list(getattr(m, '__path__', []));"
-            "print(p[0] if p else '')")
-    rc, out = _run([python or "python3", "-c", code], env)
-    line = out.strip().splitlines()[-1] if out.strip() else ""
-    return Path(line) if rc == 0 and line and Path(line).is_dir() else None
-
-
-def _header_version(header: Path, prefix: str) -> str | None:
-    try:
-        text = header.read_text(errors="replace")
-    except OSError:
-        return None
-    parts = [re.search(rf"#define {prefix}_{k}\s+(\d+)", text)
-             for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
-    if not all(parts):
-        return None
-    return ".".join(p.group(1) for p in parts)
-
-
-def check_cudnn(env: Mapping[str, str], python: str | None,
-                nvcc: str | None) -> tuple[Check, tuple[str, ...]]:
-    """Find cudnn.h + libcudnn; returns the CUDNN_*_PATH CMake args to use."""
-    candidates: list[tuple[str, Path, Path]] = []
-    if env.get("CUDNN_INCLUDE_PATH") or env.get("CUDNN_LIBRARY_PATH"):
-        inc = Path(env.get("CUDNN_INCLUDE_PATH", ""))
-        lib = Path(env.get("CUDNN_LIBRARY_PATH", ""))
-        candidates.append(("CUDNN_INCLUDE_PATH/CUDNN_LIBRARY_PATH", inc, lib))
-    pkg = _python_package_dir(python, "nvidia.cudnn", env)
-    if pkg:
-        candidates.append(("python package nvidia-cudnn", pkg / "include", pkg / "lib"))
-    arch = f"{platform.machine()}-linux-gnu"
-    system_roots = ([cuda_root(nvcc)] if nvcc else []) + [Path("/usr/local/cuda"), Path("/usr")]
-    for root in system_roots:
-        for inc in (root / "include", root / "include" / arch):
-            for lib in (root / "lib64", root / "lib" / arch, root / "lib"):
-                candidates.append((str(root), inc, lib))
-    for origin, inc, lib in candidates:
-        header = inc / "cudnn_version.h"
-        libs = sorted(lib.glob("libcudnn.so*")) if lib.is_dir() else []
-        if header.is_file() and libs:
-            version = _header_version(header, "CUDNN")
-            args = (f"-DCUDNN_INCLUDE_PATH={inc}", f"-DCUDNN_LIBRARY_PATH={lib}")
-            note = ""
-            if "python package" in origin:
-                note = ("; at run time the wheel finds it through its RPATH "
-                        "(site-packages/nvidia/cudnn/lib)")
-            return Check("cudnn", True, True, version,
-                         detail=f"{inc} and {lib} ({origin}){note}"), args
-        if origin.startswith("CUDNN_"):
-            return Check("cudnn", False, True,
-                         detail=f"CUDNN_INCLUDE_PATH={inc} / CUDNN_LIBRARY_PATH={lib} "
-                                "hold no cudnn_version.h / libcudnn.so*",
-                         fix="point them at cuDNN 9's include and lib dirs"), ()
-    return Check("cudnn", False, True, detail="cuDNN headers and libraries not found",
-                 fix="pip install nvidia-cudnn-cu13 (or -cu12) into the build "
-                     "Python, or set CUDNN_INCLUDE_PATH and CUDNN_LIBRARY_PATH"), ()
-
-
-def check_nccl(env: Mapping[str, str], nvcc: str | None) -> Check:
-    roots = ([cuda_root(nvcc)] if nvcc else []) + [Path("/usr/local/cuda"), Path("/usr")]
-    for root in roots:
-        header = root / "include" / "nccl.h"
-        if header.is_file():
-            return Check("nccl", True, False, _header_version(header, "NCCL"),
-                         detail=str(header))
-    return Check("nccl", False, False, detail="nccl.h not found: the NCCL "
-                 "distributed backend will be left out of the wheel",
-                 fix="install NCCL headers (libnccl-dev) to include it")
-
-
-def check_cuobjdump(env: Mapping[str, str], nvcc: str | None) -> Check:
-    path = _which("cuobjdump", env)
-    if not path and nvcc:
-        cand = Path(nvcc).parent / "cuobjdump"
-        path = str(cand) if cand.exists() else None
-    if not path:
-        return Check("cuobjdump", False, False,
-                     detail="not found: the SASS check reads libmlx's .nv_fatbin "
-                            "section itself instead")
-    rc, out = _run([path, "--version"], env)
-    m = re.search(r"V(\d+\.\d+\.\d+)", out) or re.search(r"(\d+\.\d+)", out)
-    return Check("cuobjdump", rc == 0, False, m.group(1) if m else None,
-                 detail=path, path=path)
 
 
 # ----------------------------------------------------------------- BLAS / LAPACK
@@ -397,21 +191,21 @@ def check_blas(system: str | None = None) -> Check | None:
 # ----------------------------------------------------------------- Metal
 
 def check_metal(env: Mapping[str, str]) -> list[Check]:
-    xcrun = _which("xcrun", env)
+    xcrun = which("xcrun", env)
     if not xcrun:
         return [Check("xcode", False, True, detail="xcrun not found",
                       fix="install Xcode (xcode-select --install is not enough "
                           "for the Metal compiler)")]
-    rc, sdk = _run([xcrun, "-sdk", "macosx", "--show-sdk-version"], env)
+    rc, sdk = run([xcrun, "-sdk", "macosx", "--show-sdk-version"], env)
     sdk = sdk.strip()
     checks = []
-    if rc != 0 or _version_tuple(sdk) < (14,):
+    if rc != 0 or version_tuple(sdk) < (14,):
         checks.append(Check("macos-sdk", False, True, sdk or None,
                             detail="MLX needs the macOS SDK >= 14.0",
                             fix="install a recent Xcode"))
     else:
         checks.append(Check("macos-sdk", True, True, sdk, detail=xcrun))
-    rc, out = _run([xcrun, "-sdk", "macosx", "metal", "--version"], env)
+    rc, out = run([xcrun, "-sdk", "macosx", "metal", "--version"], env)
     m = re.search(r"metal(?:fe)?-?\s*version\s*([\d.]+)|Apple metal version ([\d.]+)",
                   out, re.I)
     version = (m.group(1) or m.group(2)) if m else None
@@ -432,7 +226,7 @@ def python_versions(python: str, names: Sequence[str],
             "    try: out[n] = m.version(n)\n"
             "    except m.PackageNotFoundError: out[n] = None\n"
             "print(json.dumps(out))\n")
-    rc, out = _run([python, "-c", code, *names], env)
+    rc, out = run([python, "-c", code, *names], env)
     try:
         return json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
     except (ValueError, IndexError):
@@ -526,3 +320,9 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
         if c.ok and c.path:
             tools[c.name] = c.path
     return Toolchain(tuple(checks), out_env, tuple(args), tools)
+
+
+__all__ = ["Check", "Toolchain", "check_toolchain", "check_cmake", "check_cxx",
+           "check_blas", "check_metal", "check_build_requires", "check_nvcc",
+           "check_cudnn", "check_cuda_libs", "check_nccl", "check_cuobjdump", "find_nvcc",
+           "DEFAULT_BUILD_REQUIRES", "MIN_CMAKE"]

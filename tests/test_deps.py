@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from mlx_builder.cmakeparse import Arg, Declaration
-from mlx_builder.deps import (DepsPlan, ResolvedDep, cache_path, content_sha256,
-                              disable_switch, fill, keep_paths, needed, pin, resolve,
-                              setup_py_defines)
+from mlx_builder.deps import (DepsPlan, ResolvedDep, cache_path, disable_switch, fill,
+                              keep_paths, needed, pin, resolve, setup_py_defines)
 from mlx_builder.errors import DepsError
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
@@ -155,15 +152,6 @@ def test_cache_is_reused_and_refresh_refills(tmp_path):
     git(repo, "tag", "-f", "v1.0")
     third = fill(settings(tmp_path, r=repo), d, refresh=True)
     assert third.sha256 != first.sha256
-
-
-def test_content_hash_sees_content_and_exec_bit(tmp_path):
-    (tmp_path / "a").write_text("x")
-    h1 = content_sha256(tmp_path)
-    os.chmod(tmp_path / "a", 0o755)
-    h2 = content_sha256(tmp_path)
-    (tmp_path / "a").write_text("y")
-    assert len({h1, h2, content_sha256(tmp_path)}) == 3
 
 
 TREE_CMAKE = '''

@@ -27,7 +27,8 @@ def describe_manifest(m: dict) -> list[str]:
         lines.append(f"gpu code:  SASS {', '.join(code.get('sass', []))}; PTX "
                      f"{', '.join(code.get('ptx', [])) or '-'} (checked with {code.get('method')})")
     tc = m.get("toolchain", {})
-    lines.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(tc.items())))
+    if tc:
+        lines.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(tc.items())))
     for d in m.get("dependencies", []):
         ref = d.get("ref") if d.get("ref") and d.get("ref") != d.get("pin") else ""
         lines.append(f"  dep      {d['name']} {d['pin']}{' (used ' + ref + ')' if ref else ''}"
