@@ -1,0 +1,89 @@
+"""`mlx-builder test`: the SDPA suites and memory checks against a wheel."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mlx_builder.errors import ConfigError, WheelError
+from mlx_builder.testing import (PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
+                                 run_wheel_tests)
+
+
+def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--env {pair!r} is not NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def parse_parts(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return PART_KEYS
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in parts if p not in PART_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown test part(s): {', '.join(unknown)}",
+                          f"known parts: {', '.join(PART_KEYS)}")
+    return parts
+
+
+def newest_wheel(folder: Path) -> Path:
+    wheels = sorted(folder.glob("mlx*.whl"), key=lambda p: p.stat().st_mtime)
+    if not wheels:
+        raise WheelError(f"no wheel given and none in {folder}/",
+                         "", "pass the wheel: `mlx-builder test dist/mlx-….whl`")
+    return wheels[-1]
+
+
+@click.command("test")
+@click.argument("wheel", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--python", "python", default=sys.executable, show_default="this Python",
+              help="Interpreter the test venv is made from (must match the wheel's tag).")
+@click.option("--venv", "venv_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Where the test venv goes (default: under the cache).")
+@click.option("--reuse-venv", is_flag=True, help="Keep an existing venv instead of a fresh one.")
+@click.option("--system-site-packages", is_flag=True,
+              help="Let the venv see the interpreter's packages (pytest, numpy on a "
+                   "machine without network).")
+@click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None, help="Folder of wheels for pip (with --offline: the only source).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="JUnit XML, logs, summary.json (default: test-results/<wheel>).")
+@click.option("--parts", default=None,
+              help=f"Comma list of parts to run (default all): {', '.join(PART_KEYS)}.")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Environment for every test run, e.g. MLX_CUDA_USE_CUDNN_SDPA=0 (repeatable).")
+@click.option("--long", "long_", is_flag=True,
+              help="Also the long cases (16k/131k lengths): sets MLX_BUILDER_LONG=1.")
+@click.option("--upstream-commit", default=None,
+              help="Upstream commit for test_fast_sdpa.py (default: the wheel manifest's).")
+@click.option("--mlx-lm-version", default=PINNED_MLX_LM, show_default=True,
+              help="mlx-lm release whose model code the end-to-end parts run.")
+@click.option("--pytest-arg", "pytest_args", multiple=True,
+              help="Extra argument for every pytest run, e.g. -x or -k EXPR (repeatable).")
+@click.pass_obj
+def command(settings, wheel, python, venv_dir, reuse_venv, system_site_packages,
+            wheelhouse, out_dir, parts, env_pairs, long_, upstream_commit,
+            mlx_lm_version, pytest_args) -> None:
+    """Install WHEEL in a fresh venv and run upstream's SDPA tests, our SDPA
+    suite, the memory checks, the mlx-lm end-to-end prefill and the greedy
+    identity check; JUnit XML per part and a summary. Exit 21 on any failure;
+    GPU parts skip with a reason where the wheel sees no GPU. WHEEL defaults
+    to the newest mlx wheel in dist/."""
+    wheel = wheel or newest_wheel(Path("dist"))
+    stem = wheel.name.removesuffix(".whl")
+    opts = WheelTestOptions(
+        out_dir=out_dir or Path("test-results") / stem,
+        venv_dir=venv_dir or settings.cache_dir / "test-venvs" / stem,
+        python=python, wheelhouse=wheelhouse, offline=settings.offline,
+        system_site_packages=system_site_packages, reuse_venv=reuse_venv,
+        parts=parse_parts(parts), env=parse_env(env_pairs), long=long_,
+        upstream_commit=upstream_commit, mlx_lm_version=mlx_lm_version,
+        pytest_args=tuple(pytest_args))
+    run_wheel_tests(settings, wheel, opts)

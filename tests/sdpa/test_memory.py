@@ -1,0 +1,125 @@
+"""Peak memory of long-context prefill: O(L) on the patched paths.
+
+Prefill at L ∈ {4k, 8k, 16k, 32k}, head_dim 128/256/512, 32 query / 16 KV
+heads, causal, bf16, B = 1. The peak extra memory (mx.get_peak_memory()
+minus the inputs; the output counts) is fitted as L^e:
+
+* patched path (this process): FAIL when e > 1.2;
+* upstream's fallback (a separate process with MLX_CUDA_SDPA_TILED=0, L
+  capped so its [H, L, L] scores fit in memory): the exponent is reported
+  (expected ≈ 2), never failed on.
+
+Issue 6's bound: D = 256 and D = 512 at L = 32768 use at most
+1.25 × output bytes + 64 MiB above the inputs.
+The exponents land in the JUnit XML as properties, which
+`mlx-builder test` prints in its summary.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+
+mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
+
+from sdpa_support import (GIB, LONG, LONG_REASON, MIB,  # noqa: E402
+                          device_memory_bytes, fallback_env, fallback_lengths,
+                          fit_exponent, gpu_backend, measure_prefill_peak,
+                          no_gpu_reason, run_json)
+
+BACKEND = gpu_backend(mx)
+if BACKEND is None:
+    pytest.skip(no_gpu_reason(mx), allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+LENGTHS = (4096, 8192, 16384, 32768)
+HQ, HKV = 32, 16
+MAX_EXPONENT = 1.2
+
+
+def _warm_up():
+    # First calls load kernels / cuDNN handles; keep them out of the peaks.
+    for D in (128, 256, 512):
+        measure_prefill_peak(mx, 256, D, Hq=HQ, Hkv=HKV)
+
+
+@pytest.mark.parametrize("D", [128, 256, 512], ids=lambda d: f"D{d}")
+def test_patched_prefill_memory_is_linear(D, record_property):
+    _warm_up()
+    results = [measure_prefill_peak(mx, L, D, Hq=HQ, Hkv=HKV) for L in LENGTHS]
+    table = ", ".join(
+        f"L={r['L']}: {r['peak_extra'] / GIB:.3f} GiB" if r["status"] == "ok"
+        else f"L={r['L']}: {r['status']}" for r in results)
+    print(f"D={D} patched peak extra: {table}")
+    bad = [r for r in results if r["status"] != "ok"]
+    assert not bad, f"D={D}: out of memory on the patched path: {bad}"
+    e = fit_exponent([r["L"] for r in results],
+                     [r["peak_extra"] for r in results])
+    record_property(f"exponent_patched_D{D}", round(e, 3))
+    record_property(f"peak_extra_gib_L32768_D{D}",
+                    round(results[-1]["peak_extra"] / GIB, 3))
+    print(f"D={D} patched memory exponent e = {e:.3f}")
+    assert e <= MAX_EXPONENT, (
+        f"D={D}: peak extra memory grows as L^{e:.2f} (> L^{MAX_EXPONENT}); "
+        f"{table}")
+
+
+_FALLBACK_SCRIPT = r"""
+import json, sys
+import mlx.core as mx
+from sdpa_support import measure_prefill_peak
+D, Hq, Hkv = (int(a) for a in sys.argv[1:4])
+out = []
+for L in (int(a) for a in sys.argv[4:]):
+    out.append(measure_prefill_peak(mx, L, D, Hq=Hq, Hkv=Hkv))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("D", [128, 256, 512], ids=lambda d: f"D{d}")
+def test_fallback_exponent_is_reported(D, record_property):
+    """Upstream's fallback, for comparison: printed, never failed on."""
+    lengths = fallback_lengths(LENGTHS, device_memory_bytes(mx), HQ)
+    if len(lengths) < 2:
+        pytest.skip("device memory too small for two fallback lengths")
+    results = run_json(_FALLBACK_SCRIPT, [D, HQ, HKV, *lengths],
+                       env=fallback_env(), timeout=900)
+    ok = [r for r in results if r["status"] == "ok"]
+    print(f"D={D} fallback ({fallback_env()}): " + json.dumps(results))
+    if len(ok) < 2:
+        pytest.skip(f"fallback ran out of memory too early: {results}")
+    e = fit_exponent([r["L"] for r in ok], [r["peak_extra"] for r in ok])
+    record_property(f"exponent_fallback_D{D}", round(e, 3))
+    print(f"D={D} fallback memory exponent e = {e:.3f} over L={lengths}")
+    assert e > 0  # a measurement, not a gate: ~2 expected
+
+
+def _bound_check(D: int, L: int, record_property) -> None:
+    _warm_up()
+    r = measure_prefill_peak(mx, L, D, Hq=HQ, Hkv=HKV)
+    assert r["status"] == "ok", f"D={D} L={L}: {r}"
+    bound = 1.25 * r["out_bytes"] + 64 * MIB
+    record_property(f"peak_extra_mib_D{D}_L{L}", round(r["peak_extra"] / MIB, 1))
+    record_property(f"bound_mib_D{D}_L{L}", round(bound / MIB, 1))
+    print(f"D={D} L={L}: peak extra {r['peak_extra'] / MIB:.1f} MiB, "
+          f"bound {bound / MIB:.1f} MiB")
+    assert r["peak_extra"] <= bound, (
+        f"D={D} L={L}: peak extra {r['peak_extra'] / MIB:.1f} MiB > "
+        f"1.25 × output ({r['out_bytes'] / MIB:.0f} MiB) + 64 MiB")
+
+
+@pytest.mark.parametrize("D", [256, 512], ids=lambda d: f"D{d}")
+def test_issue6_bound_at_32k(D, record_property):
+    _bound_check(D, 32768, record_property)
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
+@pytest.mark.parametrize("D,L", [(256, 131072), (512, 65536)],
+                         ids=["D256-L131072", "D512-L65536"])
+def test_issue6_long_completes(D, L, record_property):
+    _bound_check(D, L, record_property)
