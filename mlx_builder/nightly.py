@@ -12,7 +12,7 @@ For the series that covers the ref (``main`` by default):
    files (``git log base..commit -- files``);
 4. when everything applies and compiling was asked for: a wheel per target
    (``build.build_wheel``) and, where a GPU that runs it is present, the test
-   suites (``testing.run_suites``).
+   suites (``testing.run_wheel_tests``, what `mlx-builder test` runs).
 
 The result goes to ``nightly.json`` and ``nightly.md``. A regression — a
 patch that applied in the previous report and now conflicts, or a failed
@@ -280,7 +280,8 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
     except MlxBuilderError as exc:
         return BuildResult(target, "failed", exc.what)
     result = BuildResult(target, "ok", f"built {Path(wheel).name}", str(wheel))
-    result.tests, result.tests_ok = _run_tests(settings, Path(wheel), tset)
+    result.tests, result.tests_ok = _run_tests(settings, Path(wheel), tset,
+                                               out_dir.parent / "tests" / target)
     return result
 
 
@@ -299,21 +300,26 @@ def why_not_here(tset, host) -> str | None:
     return None
 
 
-def _run_tests(settings: Settings, wheel: Path, tset) -> tuple[str, bool | None]:
+def _run_tests(settings: Settings, wheel: Path, tset,
+               out_dir: Path) -> tuple[str, bool | None]:
+    """`mlx-builder test` on the wheel when a GPU here runs it."""
     from mlx_builder.install import detect_host
     reason = why_not_here(tset, detect_host())
     if reason:
         return f"skipped ({reason})", None
+    from mlx_builder.testing import WheelTestOptions, run_wheel_tests
+    opts = WheelTestOptions(out_dir=out_dir,
+                            venv_dir=settings.cache_dir / "test-venvs" / wheel.stem,
+                            offline=settings.offline)
     try:
-        from mlx_builder.testing import run_suites
-    except ImportError:
-        return "skipped (runner not available)", None
-    try:
-        outcome = run_suites(settings, wheel)
+        results = run_wheel_tests(settings, wheel, opts)
     except MlxBuilderError as exc:
-        return f"failed: {exc.what}", False
-    ok = getattr(outcome, "ok", True)
-    return ("passed" if ok else "failed") + f": {outcome}"[:300], bool(ok)
+        return f"failed: {exc.what} ({out_dir})", False
+    counts: dict[str, int] = {}
+    for res in results:
+        counts[res.status] = counts.get(res.status, 0) + 1
+    return ("passed: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            + f" ({out_dir})"), True
 
 
 def run_nightly(settings: Settings, mlx: str = "main",
