@@ -1,0 +1,122 @@
+"""What both workers share: the JSON-lines protocol, timing, metrics.
+
+Job (argv[1], JSON)::
+
+    {"label": "patched", "cases": [["prefill", D, qL, kL], ["decode", ...]],
+     "heads": 32, "kv_heads": 16, "batch": 1, "dtype": "bfloat16",
+     "warmup": 3, "iters": 10, "backends": ["flash", ...]   # torch only}
+
+Output, one JSON object per line on stdout:
+
+    {"type": "meta", "framework": ..., "version": ..., "device": ..., ...}
+    {"type": "start", "case": [mode, D, qL, kL], "backend": ...}
+    {"type": "result", "mode", "D", "qL", "kL", "backend", "status":
+     ok|oom|unsupported|skipped|error, "ms", "tflops", "tbps", "peak_gib",
+     "error", ...}
+    {"type": "done"}
+
+Prefill is causal: FLOPs = 4·B·H·qL·kL·D / 2 (qL = kL). Decode reports the
+bandwidth of reading K and V once: 2·B·H_kv·kL·D·itemsize bytes per call.
+This module must not import MLX or torch.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable, Iterable
+
+GIB = float(1 << 30)
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def load_job(argv: list[str]) -> dict:
+    if len(argv) < 2:
+        raise SystemExit("usage: worker.py JOB_JSON")
+    return json.loads(argv[1])
+
+
+def prefill_flops(batch: int, heads: int, qL: int, kL: int, D: int) -> float:
+    """Causal attention work (QKᵀ and PV, half the square)."""
+    return 4.0 * batch * heads * qL * kL * D / 2.0
+
+
+def decode_bytes(batch: int, kv_heads: int, kL: int, D: int, itemsize: int) -> float:
+    return 2.0 * batch * kv_heads * kL * D * itemsize
+
+
+def median_ms(call: Callable[[], Any], warmup: int, iters: int) -> float:
+    """``call`` must return only once the work is finished on the device."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(max(1, iters)):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def classify(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if any(s in text for s in ("out of memory", "outofmemory", "cudamalloc",
+                               "insufficient memory", "attempting to allocate")):
+        return "oom"
+    if any(s in text for s in ("no available kernel", "not supported",
+                               "no fused kernel", "unsupported")):
+        return "unsupported"
+    return "error"
+
+
+def metrics(job: dict, mode: str, D: int, qL: int, kL: int, ms: float,
+            kv_heads_read: int) -> dict:
+    seconds = ms / 1e3
+    if mode == "prefill":
+        flops = prefill_flops(job["batch"], job["heads"], qL, kL, D)
+        return {"tflops": flops / seconds / 1e12, "tbps": None}
+    nbytes = decode_bytes(job["batch"], kv_heads_read, kL, D,
+                          ITEMSIZE[job["dtype"]])
+    return {"tflops": None, "tbps": nbytes / seconds / 1e12}
+
+
+def run_cases(job: dict, backends: Iterable[str],
+              bench: Callable[[str, str, int, int, int], dict]) -> None:
+    """Run every case for every backend, emitting start/result lines.
+
+    ``bench(backend, mode, D, qL, kL)`` returns {"ms", "peak_bytes",
+    "kv_heads_read"} or raises; after an out-of-memory, longer sequences of
+    the same (backend, mode, D) are skipped.
+    """
+    for backend in backends:
+        oom_at: dict[tuple[str, int], int] = {}
+        for mode, D, qL, kL in job["cases"]:
+            base = {"type": "result", "label": job["label"], "backend": backend,
+                    "mode": mode, "D": D, "qL": qL, "kL": kL, "ms": None,
+                    "tflops": None, "tbps": None, "peak_gib": None, "error": None}
+            limit = oom_at.get((mode, D))
+            if limit is not None and kL >= limit:
+                emit({**base, "status": "skipped",
+                      "error": f"out of memory at kL={limit}"})
+                continue
+            emit({"type": "start", "case": [mode, D, qL, kL], "backend": backend})
+            try:
+                got = bench(backend, mode, D, qL, kL)
+            except Exception as exc:  # recorded, never a crash of the run
+                status = classify(exc)
+                if status == "oom":
+                    oom_at[(mode, D)] = kL
+                emit({**base, "status": status,
+                      "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
+                continue
+            emit({**base, "status": "ok", "ms": got["ms"],
+                  "peak_gib": got["peak_bytes"] / GIB,
+                  "kv_heads_read": got["kv_heads_read"],
+                  **metrics(job, mode, D, qL, kL, got["ms"], got["kv_heads_read"])})
+    emit({"type": "done"})

@@ -1,0 +1,85 @@
+"""`mlx-builder bench`: SDPA speed and memory of a wheel against baselines."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mlx_builder.bench import TORCH_BACKENDS, BenchConfig, BenchOptions, parse_variant, run_bench
+from mlx_builder.commands.test import newest_wheel, parse_env
+from mlx_builder.errors import ConfigError
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{text!r} is not a comma list of integers") from None
+    if not values:
+        raise ConfigError("an empty list of sizes")
+    return values
+
+
+@click.command("bench")
+@click.argument("wheel", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="Unpatched wheel of the same commit, labelled 'upstream'.")
+@click.option("--variant", "variants", multiple=True, metavar="NAME:VAR=VALUE[,...]",
+              help="Also run the patched wheel under these variables, e.g. "
+                   "fallback:MLX_CUDA_SDPA_TILED=0 (repeatable).")
+@click.option("--torch-python", default="auto", show_default=True,
+              help="Python with PyTorch+CUDA for its SDPA backends ('auto' looks for one).")
+@click.option("--no-torch", is_flag=True, help="Leave PyTorch out.")
+@click.option("--torch-backends", default=",".join(TORCH_BACKENDS), show_default=True)
+@click.option("--dims", default="128,256,512", show_default=True, help="Head dims.")
+@click.option("--lengths", default="2048,4096,8192,16384,32768", show_default=True,
+              help="Prefill lengths L (qL = kL, causal).")
+@click.option("--decode-lengths", default="4096,16384,65536,131072", show_default=True,
+              help="Decode kv lengths (qL = 1).")
+@click.option("--heads", type=int, default=32, show_default=True)
+@click.option("--kv-heads", type=int, default=16, show_default=True)
+@click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16",
+              show_default=True)
+@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--iters", type=int, default=10, show_default=True, help="Timed calls (median).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=Path("bench-results"), show_default=True)
+@click.option("--python", default=sys.executable, show_default="this Python",
+              help="Interpreter the wheel venvs are made from.")
+@click.option("--system-site-packages", is_flag=True)
+@click.option("--reuse-venv", is_flag=True)
+@click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None)
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Environment for every MLX run (repeatable).")
+@click.pass_obj
+def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
+            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, out_dir,
+            python, system_site_packages, reuse_venv, wheelhouse, env_pairs) -> None:
+    """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
+    against --baseline and PyTorch's SDPA backends, each framework in its own
+    process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""
+    wheel = wheel or newest_wheel(Path("dist"))
+    backends = tuple(b.strip() for b in torch_backends.split(",") if b.strip())
+    unknown = [b for b in backends if b not in TORCH_BACKENDS]
+    if unknown:
+        raise ConfigError(f"unknown torch backend(s): {', '.join(unknown)}",
+                          f"known: {', '.join(TORCH_BACKENDS)}")
+    try:
+        parsed_variants = tuple(parse_variant(v) for v in variants)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    config = BenchConfig(dims=int_list(dims), prefill_lengths=int_list(lengths),
+                         decode_lengths=int_list(decode_lengths), heads=heads,
+                         kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
+                         torch_backends=backends)
+    opts = BenchOptions(
+        out_dir=out_dir, venv_root=settings.cache_dir / "bench-venvs", config=config,
+        baseline=baseline, variants=parsed_variants,
+        torch_python=None if no_torch else torch_python, python=python,
+        wheelhouse=wheelhouse, offline=settings.offline,
+        system_site_packages=system_site_packages, reuse_venv=reuse_venv,
+        env=parse_env(env_pairs))
+    run_bench(wheel, opts)
