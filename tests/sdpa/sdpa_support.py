@@ -15,9 +15,10 @@ wheel"):
   [B, H, qL, kL] score matrix, a fused/tiled path does not. This proof works
   on v0.32 builds too.
 * ``MLX_CUDA_SDPA_TILED=0`` -- our CUDA patch's switch that disables the tiled
-  prefill path; the suites set it in a *separate process* to get upstream's
-  fallback for A/B comparisons. ``MLX_BUILDER_FALLBACK_ENV="A=0,B=1"``
-  replaces that set of variables.
+  prefill path; the suites set it (with MLX_CUDA_USE_CUDNN_SDPA=0 and
+  MLX_SDPA_FALLBACK_CHUNK_BYTES=0, which turns off patch 0010's query
+  chunking) in a *separate process* to get upstream's fallback for A/B
+  comparisons. ``MLX_BUILDER_FALLBACK_ENV="A=0,B=1"`` replaces that set.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ MLX_MISSING = ("MLX is not installed here: these suites test a built MLX wheel "
                "(`mlx-builder test WHEEL` installs one in a fresh venv)")
 LONG = os.environ.get("MLX_BUILDER_LONG", "") == "1"
 LONG_REASON = "long case: set MLX_BUILDER_LONG=1 to run it"
+# Upstream's unfused fallback, unchunked: no tiled kernel (patch 0020), no
+# cuDNN, no query chunking (patch 0010's budget).
 DEFAULT_FALLBACK_ENV = {"MLX_CUDA_SDPA_TILED": "0",
-                        "MLX_CUDA_USE_CUDNN_SDPA": "0"}
+                        "MLX_CUDA_USE_CUDNN_SDPA": "0",
+                        "MLX_SDPA_FALLBACK_CHUNK_BYTES": "0"}
 TOLERANCE = {"float16": 5e-3, "bfloat16": 1e-2, "float32": 1e-4}
 MIB = 1 << 20
 GIB = 1 << 30
