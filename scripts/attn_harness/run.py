@@ -219,6 +219,9 @@ def check(args: argparse.Namespace) -> int:
     configs = ["small", "large"] if args.config == "both" else [args.config]
     cases = check_cases(args.quick, configs)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    if args.sample:
+        # A reproducible subset, e.g. for compute-sanitizer runs.
+        cases = random.Random(seed).sample(cases, min(args.sample, len(cases)))
     print(f"{len(cases)} cases, seed {seed}, device {torch.cuda.get_device_name()}")
     results, failed = [], 0
     for i, case in enumerate(cases):
@@ -313,6 +316,7 @@ def main() -> int:
     c.add_argument("--quick", action="store_true")
     c.add_argument("--config", choices=["small", "large", "both"], default="both")
     c.add_argument("--seed", type=int)
+    c.add_argument("--sample", type=int, help="run N randomly chosen cases")
     c.add_argument("--json")
     r = sub.add_parser("bench")
     r.add_argument("--lib", default=str(DEFAULT_LIB))
