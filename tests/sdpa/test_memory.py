@@ -60,7 +60,7 @@ def test_patched_prefill_memory_is_linear(D, record_property):
     e = fit_exponent([r["L"] for r in results],
                      [r["peak_extra"] for r in results])
     record_property(f"exponent_patched_D{D}", round(e, 3))
-    record_property(f"peak_extra_gib_L32768_D{D}",
+    record_property(f"peak_extra_gib_L{LENGTHS[-1]}_D{D}",
                     round(results[-1]["peak_extra"] / GIB, 3))
     print(f"D={D} patched memory exponent e = {e:.3f}")
     assert e <= MAX_EXPONENT, (
