@@ -10,10 +10,12 @@ few layers, tiny hidden size, fixed random bf16 weights, optionally 4-bit
   completes with finite logits, and peak memory grows ~O(L). The only L²
   term allowed is one mask's worth: gemma's sliding layers hand SDPA a
   [L, L] boolean window mask that mlx-lm itself builds (1 byte per pair),
-  which MLX may convert to an additive bf16 mask (2 bytes per pair). The
-  fitted quadratic coefficient must stay ≤ 3.5 bytes per (query, key) pair
-  (upstream's fallback: ≥ 2 bytes × 32 heads = 64). Qwen (causal, no mask
-  array) must fit L^e with e ≤ 1.2.
+  which MLX converts to one additive bf16 mask (2 bytes per pair; patch
+  0021 keeps that conversion from being broadcast over heads). The fitted
+  quadratic coefficient must stay ≤ 4 bytes per (query, key) pair: one mask
+  and its conversion, with slack (upstream's fallback: ≥ 2 bytes × 32 heads
+  = 64; a per-head mask conversion: 64 too). Qwen (causal, no mask array)
+  must fit L^e with e ≤ 1.2.
 * ``test_greedy_identity``: short context, greedy decode gives the same
   tokens on the patched path and on upstream's fallback
   (MLX_CUDA_SDPA_TILED=0, a separate process), in float16 (see
@@ -49,7 +51,7 @@ pytestmark = pytest.mark.gpu
 
 LENGTHS = (4096, 8192, 16384, 32768)
 MAX_EXPONENT = 1.2
-MAX_QUADRATIC_BYTES = 3.5
+MAX_QUADRATIC_BYTES = 4.0
 GREEDY_WINDOW = 128  # sliding window at short context, so its mask is used
 
 
@@ -79,8 +81,9 @@ def test_long_prefill(name, bits, record_property):
     if "sliding_window" in MODELS[name]:
         assert c <= MAX_QUADRATIC_BYTES, (
             f"{tag}: {c:.1f} bytes per (query, key) pair grow as L²: more "
-            "than the one window mask mlx-lm passes (≤ 3.5): scores are "
-            f"being materialised (peaks {peaks})")
+            f"than the window mask mlx-lm passes and its conversion (≤ "
+            f"{MAX_QUADRATIC_BYTES}): scores or per-head masks are being "
+            f"materialised (peaks {peaks})")
     else:
         assert e <= MAX_EXPONENT, (
             f"{tag}: peak memory grows as L^{e:.2f} (> L^{MAX_EXPONENT}), "
