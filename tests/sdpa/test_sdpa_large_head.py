@@ -197,15 +197,24 @@ def test_layouts(D, layout, mask, qL, kL):
 # 5. The fused path ran: every tiled head dim, by force_fused and by memory
 # ---------------------------------------------------------------------------
 
+REQUIRED_TILED = (192, 256, 512)
+OPTIONAL_TILED = pytest.mark.xfail(
+    strict=False, reason="issue 6 asks for head dims other than 192/256/512 "
+    "only 'if they come cheap'; reported, not required")
+
+
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("D", [pytest.param(D, id=f"D{D}")
-                               for D in range(136, 513, 8)])
+@pytest.mark.parametrize("D", [
+    pytest.param(D, id=f"D{D}",
+                 marks=() if D in REQUIRED_TILED else (OPTIONAL_TILED,))
+    for D in range(136, 513, 8)])
 def test_fused_path_ran(D, record_property):
-    """qL = kL = 2048, 8 heads, causal, bf16: the result is right, and the
-    peak extra memory stays below half the score matrix the fallback
-    materialises (64 MiB here). With MLX main's API the call also passes
-    force_fused=True."""
+    """Every multiple of 8 in 129..512 (192/256/512 required, the others
+    xfail when the patch does not compile them): the result is right, and
+    at qL = kL = 2048, 8 heads, causal, bf16 the peak extra memory stays
+    below half the score matrix the fallback materialises (64 MiB). With
+    MLX main's API the calls also pass force_fused=True."""
     L, H = 2048, 8
     run_case(D, "bfloat16", "causal", 2, 255, 2048, seed=D)
     res = measure_prefill_peak(mx, L, D, B=1, Hq=H, Hkv=H // 2,
