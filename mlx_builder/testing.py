@@ -152,6 +152,11 @@ def make_venv(runner: StepRunner, python: str, venv: Path, *,
     if reuse and vpy.exists():
         return vpy
     if venv.exists():
+        if any(venv.iterdir()) and not (venv / "pyvenv.cfg").is_file():
+            raise TestFailureError(
+                f"{venv} exists and is not a virtual environment",
+                "a fresh venv replaces the folder, and this one holds other files",
+                "pass --venv with a new folder or an old test venv")
         shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     runner.run("venv", venv_command(python, venv, system_site_packages),

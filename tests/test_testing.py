@@ -65,6 +65,13 @@ def test_part_targets_split_the_suite_folder(tmp_path):
         testing.part_targets("nope", tmp_path, None)
 
 
+def test_make_venv_refuses_to_replace_a_folder_that_is_no_venv(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(errors.TestFailureError, match="not a virtual environment"):
+        testing.make_venv(StepRunner(tmp_path / "logs"), sys.executable, tmp_path)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
 def test_gpu_skip_reason():
     assert testing.gpu_skip_reason({"cuda": True, "metal": False}) == ""
     why = testing.gpu_skip_reason({"cuda": False, "metal": False, "version": "9.9"})
