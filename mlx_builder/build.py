@@ -198,7 +198,10 @@ def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bu
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
-    cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *extra]
+    overlay = (tc.cuda_libs.cmake_args(staged.parent / "cuda-overlay", tc.env.get("CC"))
+               if tc.cuda_libs else [])
+    cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *overlay,
+                  *extra]
     return Prepared(plan, staged, tc, cmake_args, isolate, python, runner)
 
 

@@ -3,12 +3,17 @@ cuobjdump. Part of ``toolchain`` (which re-exports them)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from mlx_builder.errors import ToolchainError
 from mlx_builder.probe import Check, fmt, run, which
 from mlx_builder.targets import TargetSet
 
@@ -64,31 +69,177 @@ def check_nvcc(targets: TargetSet, env: Mapping[str, str]) -> Check:
     return Check("nvcc", True, True, version, detail=nvcc, path=nvcc)
 
 
+@functools.lru_cache(maxsize=None)
 def cuda_root(nvcc: str) -> Path:
-    return Path(os.path.realpath(nvcc)).parent.parent
+    """The toolkit root; nvcc may be a wrapper script elsewhere (it then says
+    where it really lives in ``--dryrun``'s ``_HERE_`` line)."""
+    real = Path(os.path.realpath(nvcc)).parent
+    if not (real / "nvcc.profile").is_file():
+        rc, out = run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull])
+        m = re.search(r"^#\$ _HERE_=(.+)$", out, re.M)
+        if m and Path(m.group(1).strip(), "nvcc.profile").is_file():
+            real = Path(os.path.realpath(m.group(1).strip()))
+    return real.parent
 
 
-def check_cuda_libs(nvcc: str | None, env: Mapping[str, str]) -> Check:
-    """cuBLASLt, cuFFT, NVRTC and the driver (or its stub) for linking libmlx."""
+# CUDA libraries MLX links (FindCUDAToolkit component -> header), and where
+# NVIDIA's Python wheels put them: nvidia/cu13/ (CUDA 13 wheels share one
+# folder) or nvidia/<package>/ (CUDA 12 wheels).
+CUDA_LIBS = {"cublasLt": ("cublasLt.h", "cublas"), "cufft": ("cufft.h", "cufft"),
+             "nvrtc": ("nvrtc.h", "cuda_nvrtc")}
+CUDA_ERROR_STUB_LIBRARY = 34
+
+
+@dataclass(frozen=True)
+class CudaLibs:
+    """CUDA libraries the toolkit lacks, taken from the build Python's
+    ``nvidia-*`` packages, and whether libcuda must be a generated link stub."""
+    libraries: Mapping[str, Path] = field(default_factory=dict)  # component -> file
+    include_dirs: tuple[Path, ...] = ()
+    toolkit_include: Path | None = None
+    stub_driver: bool = False
+
+    def cmake_args(self, scratch: Path, cc: str | None) -> list[str]:
+        """Materialize the overlay under ``scratch``; the CMake args that use it.
+
+        Headers the toolkit lacks are linked into ``scratch/include`` (never
+        shadowing the toolkit's own), which every C++/CUDA compile sees; the
+        wheels' versioned libraries (``libcublasLt.so.13``, no ``.so`` link)
+        are handed to FindCUDAToolkit as its ``CUDA_<lib>_LIBRARY`` cache entries.
+        """
+        args = [f"-DCUDA_{name}_LIBRARY={path}" for name, path in sorted(self.libraries.items())]
+        if self.include_dirs:
+            inc = scratch / "include"
+            shutil.rmtree(inc, ignore_errors=True)
+            inc.mkdir(parents=True)
+            have = self.toolkit_include
+            for d in self.include_dirs:
+                for entry in sorted(d.iterdir()):
+                    if (have and (have / entry.name).exists()) or (inc / entry.name).exists():
+                        continue
+                    os.symlink(entry, inc / entry.name)
+            args += [f"-DCMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES={inc}",
+                     f"-DCMAKE_CUDA_STANDARD_INCLUDE_DIRECTORIES={inc}"]
+        if self.stub_driver:
+            if not (cc and self.toolkit_include):
+                raise ToolchainError("libcuda is missing and no stub can be made",
+                                     "a C compiler and the toolkit's cuda.h are needed",
+                                     "install the NVIDIA driver or the toolkit's stubs")
+            stub = make_driver_stub(scratch / "lib", cc, self.toolkit_include)
+            args += [f"-DCUDA_cuda_driver_LIBRARY={stub}",
+                     # stubgen imports mlx.core, which cannot load without a driver
+                     "-DMLX_BUILD_PYTHON_STUBS=OFF"]
+        return args
+
+
+def driver_functions(cc: str, include: Path) -> list[str]:
+    """The driver API's exported names, from the preprocessed cuda.h (macros
+    like ``cuMemAlloc -> cuMemAlloc_v2`` and the per-thread variants applied)."""
+    names: set[str] = set()
+    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]):
+        proc = subprocess.run([cc, "-E", "-x", "c", f"-I{include}", *extra, "-"],
+                              input="#include <cuda.h>\n", capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ToolchainError("cannot preprocess cuda.h for the libcuda stub",
+                                 proc.stderr.strip()[:300])
+        names |= set(re.findall(r"\bCUresult\s+(cu[A-Za-z0-9_]+)\s*\(", proc.stdout))
+    return sorted(names)
+
+
+def make_driver_stub(dest: Path, cc: str, include: Path) -> Path:
+    """A link-only ``libcuda.so`` (SONAME libcuda.so.1, like the toolkit's
+    stub): every driver function returns CUDA_ERROR_STUB_LIBRARY. The wheel
+    records only the SONAME; the real driver serves at run time."""
+    names = driver_functions(cc, include)
+    if not names:
+        raise ToolchainError("cuda.h declared no driver functions", str(include))
+    dest.mkdir(parents=True, exist_ok=True)
+    src = dest / "libcuda_stub.c"
+    src.write_text("".join(f"int {n}(void) {{ return {CUDA_ERROR_STUB_LIBRARY}; }}\n"
+                           for n in names))
+    out = dest / "libcuda.so"
+    proc = subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1",
+                           "-o", str(out), str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError("cannot build the libcuda link stub", proc.stderr.strip()[:300])
+    return out
+
+
+def _toolkit_lib_dirs(nvcc: str | None, env: Mapping[str, str],
+                      host: bool = True) -> list[Path]:
     roots = [cuda_root(nvcc)] if nvcc else []
-    roots += [Path(p) for p in (env.get("CUDA_HOME"), "/usr/local/cuda") if p]
+    roots += [Path(p) for p in (env.get("CUDA_HOME"), "/usr/local/cuda" if host else None) if p]
     dirs = []
     for root in roots:
         dirs += [root / "lib64", root / "lib", root / "lib64" / "stubs",
                  root / "targets" / f"{platform.machine()}-linux" / "lib",
                  root / "targets" / f"{platform.machine()}-linux" / "lib" / "stubs"]
-    dirs.append(Path(f"/usr/lib/{platform.machine()}-linux-gnu"))
-    missing = []
-    for lib in ("cublasLt", "cufft", "nvrtc", "cuda"):
-        if not any(d.is_dir() and any(d.glob(f"lib{lib}.so*")) for d in dirs):
-            missing.append(f"lib{lib}")
+    if host:
+        dirs.append(Path(f"/usr/lib/{platform.machine()}-linux-gnu"))
+    return dirs
+
+
+def _toolkit_include(nvcc: str | None) -> Path | None:
+    if not nvcc:
+        return None
+    root = cuda_root(nvcc)
+    for inc in (root / "include", root / "targets" / f"{platform.machine()}-linux" / "include"):
+        if (inc / "cuda.h").is_file():
+            return inc
+    return None
+
+
+def packaged_cuda_lib(nvidia: Path, name: str) -> tuple[Path, Path] | None:
+    """(library file, include dir) of one component in the nvidia namespace."""
+    header, package = CUDA_LIBS[name]
+    for base in sorted(nvidia.glob("cu[0-9]*"), reverse=True) + [nvidia / package]:
+        libs = sorted((base / "lib").glob(f"lib{name}.so*")) if (base / "lib").is_dir() else []
+        libs = [p for p in libs if re.fullmatch(rf"lib{name}\.so(\.\d+)*", p.name)]
+        if libs and (base / "include" / header).is_file():
+            return min(libs, key=lambda p: len(p.name)), base / "include"
+    return None
+
+
+def check_cuda_libs(nvcc: str | None, env: Mapping[str, str], python: str | None = None,
+                    host: bool = True) -> tuple[Check, CudaLibs]:
+    """cuBLASLt, cuFFT, NVRTC and the driver for linking libmlx: from the
+    toolkit, else from the build Python's nvidia-* packages; a missing driver
+    (a build host without a GPU) gets a generated link stub. ``host=False``
+    looks only at nvcc's toolkit and CUDA_HOME (not /usr/local/cuda, /usr)."""
+    dirs = _toolkit_lib_dirs(nvcc, env, host)
+    include = _toolkit_include(nvcc)
+    nvidia = _python_package_dir(python, "nvidia", env)
+    libraries: dict[str, Path] = {}
+    incs: list[Path] = []
+    missing, found = [], []
+    for name, (header, _) in CUDA_LIBS.items():
+        if any(d.is_dir() and any(d.glob(f"lib{name}.so*")) for d in dirs) and \
+                include and (include / header).is_file():
+            found.append(name)
+            continue
+        hit = packaged_cuda_lib(nvidia, name) if nvidia else None
+        if hit is None:
+            missing.append(f"lib{name}")
+            continue
+        libraries[name] = hit[0]
+        if hit[1] not in incs:
+            incs.append(hit[1])
+        found.append(f"{name} ({hit[0].name}, python package)")
+    stub = not any(d.is_dir() and any(d.glob("libcuda.so*")) for d in dirs)
+    libs = CudaLibs(libraries, tuple(incs), include, stub)
     if missing:
         return Check("cuda-libs", False, True,
                      detail=f"not found: {', '.join(missing)} (looked in the CUDA "
-                            "toolkit's lib64, lib64/stubs and the system lib dir)",
-                     fix="install the CUDA toolkit's cuBLAS, cuFFT and NVRTC "
-                         "development libraries")
-    return Check("cuda-libs", True, True, detail="cublasLt, cufft, nvrtc, cuda")
+                            "toolkit's lib64, lib64/stubs, the system lib dir and the "
+                            "build Python's nvidia-* packages)",
+                     fix="install the CUDA toolkit's cuBLAS, cuFFT and NVRTC development "
+                         "libraries, or pip install nvidia-cublas nvidia-cufft "
+                         "nvidia-cuda-nvrtc (-cu12 for CUDA 12) into the build Python"), libs
+    detail = ", ".join(found)
+    if stub:
+        detail += ("; no libcuda (no driver here): links against a generated stub "
+                   "and skips the .pyi type stubs (stubgen must import mlx.core)")
+    return Check("cuda-libs", True, True, detail=detail), libs
 
 
 def _python_package_dir(python: str | None, module: str,
@@ -105,8 +256,9 @@ def _header_version(header: Path, prefix: str) -> str | None:
         text = header.read_text(errors="replace")
     except OSError:
         return None
-    parts = [re.search(rf"#define {prefix}_{k}\s+(\d+)", text)
-             for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+    # cuDNN says PATCHLEVEL, NCCL says PATCH
+    parts = [re.search(rf"#define {prefix}_{k}\s+(\d+)\b", text)
+             for k in ("MAJOR", "MINOR", "(?:PATCHLEVEL|PATCH)")]
     if not all(parts):
         return None
     return ".".join(p.group(1) for p in parts)
@@ -151,23 +303,38 @@ def check_cudnn(env: Mapping[str, str], python: str | None,
                      "Python, or set CUDNN_INCLUDE_PATH and CUDNN_LIBRARY_PATH"), ()
 
 
-def check_nccl(env: Mapping[str, str], nvcc: str | None) -> Check:
-    roots = ([cuda_root(nvcc)] if nvcc else []) + [Path("/usr/local/cuda"), Path("/usr")]
+def check_nccl(env: Mapping[str, str], nvcc: str | None, python: str | None = None,
+               host: bool = True) -> tuple[Check, tuple[str, ...]]:
+    """nccl.h + libnccl from the toolkit/system, else from the build Python's
+    nvidia-nccl package (then FindNCCL gets them as cache entries)."""
+    roots = ([cuda_root(nvcc)] if nvcc else []) + (
+        [Path("/usr/local/cuda"), Path("/usr")] if host else [])
     for root in roots:
         header = root / "include" / "nccl.h"
         if header.is_file():
             return Check("nccl", True, False, _header_version(header, "NCCL"),
-                         detail=str(header))
+                         detail=str(header)), ()
+    pkg = _python_package_dir(python, "nvidia.nccl", env)
+    if pkg:
+        header = pkg / "include" / "nccl.h"
+        libs = sorted((pkg / "lib").glob("libnccl.so*")) if (pkg / "lib").is_dir() else []
+        if header.is_file() and libs:
+            return (Check("nccl", True, False, _header_version(header, "NCCL"),
+                          detail=f"{header} (python package nvidia-nccl)"),
+                    (f"-DNCCL_INCLUDE_DIRS={pkg / 'include'}", f"-DNCCL_LIBRARIES={libs[0]}"))
     return Check("nccl", False, False, detail="nccl.h not found: the NCCL "
                  "distributed backend will be left out of the wheel",
-                 fix="install NCCL headers (libnccl-dev) to include it")
+                 fix="install NCCL headers (libnccl-dev), or pip install "
+                     "nvidia-nccl-cu13 (-cu12) into the build Python"), ()
 
 
 def check_cuobjdump(env: Mapping[str, str], nvcc: str | None) -> Check:
     path = which("cuobjdump", env)
-    if not path and nvcc:
-        cand = Path(nvcc).parent / "cuobjdump"
-        path = str(cand) if cand.exists() else None
+    for cand in ([Path(nvcc).parent / "cuobjdump", cuda_root(nvcc) / "bin" / "cuobjdump"]
+                 if nvcc and not path else []):
+        if cand.exists():
+            path = str(cand)
+            break
     if not path:
         return Check("cuobjdump", False, False,
                      detail="not found: the SASS check reads libmlx's .nv_fatbin "

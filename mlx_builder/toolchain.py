@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder.cudatools import (check_cuda_libs, check_cudnn, check_cuobjdump,
+from mlx_builder.cudatools import (CudaLibs, check_cuda_libs, check_cudnn, check_cuobjdump,
                                    check_nccl, check_nvcc, find_nvcc)
 from mlx_builder.errors import ToolchainError
 from mlx_builder.probe import Check, fmt, run, version_tuple, which
@@ -42,6 +42,7 @@ class Toolchain:
     env: Mapping[str, str] = field(default_factory=dict)   # CC, CXX, CUDACXX
     cmake_args: tuple[str, ...] = ()                        # cuDNN paths, host compiler
     tools: Mapping[str, str] = field(default_factory=dict)  # name -> path
+    cuda_libs: CudaLibs | None = None    # packaged CUDA libs / driver stub to materialize
 
     @property
     def ok(self) -> bool:
@@ -277,6 +278,7 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     env = dict(os.environ if env is None else env)
     checks: list[Check] = []
     tools: dict[str, str] = {}
+    out_env: dict[str, str] = {}
     cmake = check_cmake(env, min_cmake)
     checks.append(cmake)
     checks.append(check_simple("ninja", env, required=False,
@@ -290,8 +292,8 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     blas = check_blas()
     if blas is not None:
         checks.append(blas)
-    out_env: dict[str, str] = {}
     args: list[str] = []
+    cuda_libs: CudaLibs | None = None
     if cxx:
         out_env["CXX"] = cxx
         cc = _c_sibling(cxx)
@@ -305,11 +307,14 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
             out_env["CUDACXX"] = nvcc
             if cxx:
                 args.append(f"-DCMAKE_CUDA_HOST_COMPILER={cxx}")
-        checks.append(check_cuda_libs(nvcc, env))
+        libs_check, cuda_libs = check_cuda_libs(nvcc, env, python)
+        checks.append(libs_check)
         cudnn, cudnn_args = check_cudnn(env, python, nvcc)
         checks.append(cudnn)
         args += cudnn_args
-        checks.append(check_nccl(env, nvcc))
+        nccl, nccl_args = check_nccl(env, nvcc, python)
+        checks.append(nccl)
+        args += nccl_args
         checks.append(check_cuobjdump(env, nvcc))
     elif targets.backend == "metal":
         checks += check_metal(env)
@@ -319,10 +324,10 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     for c in checks:
         if c.ok and c.path:
             tools[c.name] = c.path
-    return Toolchain(tuple(checks), out_env, tuple(args), tools)
+    return Toolchain(tuple(checks), out_env, tuple(args), tools, cuda_libs)
 
 
-__all__ = ["Check", "Toolchain", "check_toolchain", "check_cmake", "check_cxx",
+__all__ = ["Check", "CudaLibs", "Toolchain", "check_toolchain", "check_cmake", "check_cxx",
            "check_blas", "check_metal", "check_build_requires", "check_nvcc",
            "check_cudnn", "check_cuda_libs", "check_nccl", "check_cuobjdump", "find_nvcc",
            "DEFAULT_BUILD_REQUIRES", "MIN_CMAKE"]
