@@ -134,7 +134,7 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
     if "ninja" in tc.tools and not os.environ.get("CMAKE_GENERATOR"):
         env["CMAKE_GENERATOR"] = "Ninja"
     for key, value in tc.env.items():
-        if not os.environ.get(key):
+        if key == "PATH" or not os.environ.get(key):    # PATH: the build venv first
             env[key] = value
     return env
 
@@ -268,7 +268,7 @@ def configure_only(settings: Settings, source: Any, targets: TargetSet | None, *
     argv += ["-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={p.python}"]
     argv += [f"-D{k}={v}" for k, v in sorted(setup_py_defines(p.staged).items())]
     argv += [*p.cmake_args, f"-DMLX_VERSION={p.plan.label}"]
-    env = {k: v for k, v in p.tc.env.items() if not os.environ.get(k)}
+    env = {k: v for k, v in p.tc.env.items() if k == "PATH" or not os.environ.get(k)}
     result = p.runner.run("cmake-configure", argv, cwd=p.staged, env=env)
     console.print(f"configure ok for {p.plan.targets.spec} in {result.seconds:.0f} s "
                   f"(offline: FETCHCONTENT_FULLY_DISCONNECTED=ON); log {result.log_path}",

@@ -31,6 +31,9 @@ from mlx_builder.probe import Check, fmt, run, version_tuple, which
 from mlx_builder.targets import TargetSet
 
 MIN_CMAKE = (3, 25)
+# CMake learned nvcc's C++20 dialect (CUDA20, which MLX's CUDA backend uses)
+# in 3.25.2; 3.25.0/.1 stop at generate time ("does not know the flags").
+MIN_CMAKE_CUDA = (3, 25, 2)
 # MLX's pyproject.toml [build-system] requires (v0.32.1 and main); a build
 # reads the tree's own list, doctor without a tree uses this one.
 DEFAULT_BUILD_REQUIRES = ("setuptools>=80", "cmake>=3.25", "typing_extensions")
@@ -270,6 +273,14 @@ def check_build_requires(python: str, requires: Sequence[str],
 
 # ----------------------------------------------------------------- everything
 
+def _venv_bin(python: str | None) -> str | None:
+    """The bin dir of ``python``'s virtual environment, if it is in one."""
+    if not python:
+        return None
+    bindir = Path(python).parent
+    return str(bindir) if (bindir.parent / "pyvenv.cfg").is_file() else None
+
+
 def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
                     python: str | None = None,
                     build_requires: Sequence[str] | None = None,
@@ -279,6 +290,13 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     checks: list[Check] = []
     tools: dict[str, str] = {}
     out_env: dict[str, str] = {}
+    venv_bin = _venv_bin(python)
+    if venv_bin and venv_bin not in env.get("PATH", "").split(os.pathsep)[:1]:
+        # the build Python's venv comes first, as if activated: its cmake serves
+        env["PATH"] = out_env["PATH"] = os.pathsep.join(
+            p for p in (venv_bin, env.get("PATH")) if p)
+    if targets.backend == "cuda":
+        min_cmake = max(tuple(min_cmake), MIN_CMAKE_CUDA)
     cmake = check_cmake(env, min_cmake)
     checks.append(cmake)
     checks.append(check_simple("ninja", env, required=False,
@@ -330,4 +348,4 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
 __all__ = ["Check", "CudaLibs", "Toolchain", "check_toolchain", "check_cmake", "check_cxx",
            "check_blas", "check_metal", "check_build_requires", "check_nvcc",
            "check_cudnn", "check_cuda_libs", "check_nccl", "check_cuobjdump", "find_nvcc",
-           "DEFAULT_BUILD_REQUIRES", "MIN_CMAKE"]
+           "DEFAULT_BUILD_REQUIRES", "MIN_CMAKE", "MIN_CMAKE_CUDA"]

@@ -71,6 +71,10 @@ def test_build_env(tmp_path, monkeypatch):
     assert env["LD_LIBRARY_PATH"] == "/py/nvidia/cudnn/lib:/already"
     with pytest.raises(BuildError, match="contains a space"):
         build_mod.build_env(Settings(), plan, tc, ["-DFETCHCONTENT_SOURCE_DIR_X=/my dir/x"])
+    venv_first = Toolchain((), {"PATH": "/venv/bin:/usr/bin", "CXX": "/usr/bin/g++"})
+    monkeypatch.setenv("CXX", "/opt/clang++")
+    env = build_mod.build_env(Settings(), plan, venv_first, [])
+    assert env["PATH"] == "/venv/bin:/usr/bin" and "CXX" not in env
 
 
 def test_public_args_drop_machine_paths():

@@ -160,6 +160,35 @@ def test_whole_toolchain_for_cuda_with_fakes(tmp_path):
     assert tc.versions()["nvcc"] == "13.0.41"
 
 
+def test_cuda_needs_a_cmake_that_knows_nvccs_cxx20(tmp_path):
+    """CMake 3.25.0/.1 cannot give nvcc C++20 (CUDA20); MLX's CUDA backend needs it."""
+    bindir = tmp_path / "bin"
+    tool(bindir, "cmake", 'echo "cmake version 3.25.1"\n')
+    env = env_with(bindir)
+    cuda = check_toolchain(parse_targets("cuda-sm121"), env=env, python="/nonexistent/python")
+    cmake = next(c for c in cuda.checks if c.name == "cmake")
+    assert not cmake.ok and "older than 3.25.2" in cmake.detail
+    cpu = check_toolchain(parse_targets("cpu"), env=env, python="/nonexistent/python")
+    assert next(c for c in cpu.checks if c.name == "cmake").ok
+
+
+def test_build_pythons_venv_comes_first_on_path(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "pyvenv.cfg").parent.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    tool(venv / "bin", "python", f'exec {sys.executable} "$@"\n')
+    tool(venv / "bin", "cmake", 'echo "cmake version 4.4.5"\n')
+    tool(tmp_path / "bin", "cmake", 'echo "cmake version 3.25.1"\n')
+    tc = check_toolchain(parse_targets("cuda-sm90"), env=env_with(tmp_path / "bin"),
+                         python=str(venv / "bin" / "python"))
+    cmake = next(c for c in tc.checks if c.name == "cmake")
+    assert cmake.ok and cmake.path == str(venv / "bin" / "cmake")
+    assert tc.env["PATH"] == f"{venv / 'bin'}:{tmp_path / 'bin'}"
+    plain = check_toolchain(parse_targets("cpu"), env=env_with(tmp_path / "bin"),
+                            python="/nonexistent/python")
+    assert "PATH" not in plain.env
+
+
 def test_require_raises_with_every_failure():
     from mlx_builder.toolchain import Check
     tc = Toolchain((Check("nvcc", False, True, detail="too old", fix="upgrade"),
