@@ -221,8 +221,11 @@ def _cell(rec: Mapping[str, Any] | None, metric: str) -> str:
     return f"{_num(rec['tbps'])} / {_num(rec['ms'])}"
 
 
-def _num(x: float) -> str:
-    """Three significant digits, no exponent for the usual ranges."""
+def _num(x: float | None) -> str:
+    """Three significant digits, no exponent for the usual ranges; "—" when
+    the value was not measured."""
+    if x is None or x != x:
+        return "—"
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 

@@ -265,3 +265,11 @@ def test_find_torch_python_says_why_not(tmp_path):
     python, why = bench.find_torch_python([sys.executable, str(tmp_path / "nope")])
     assert python is None
     assert "torch does not import" in why and "nope" in why
+
+
+def test_unmeasured_peak_memory_shows_as_a_dash():
+    result = fake_result()
+    result["records"][4]["peak_gib"] = None  # a backend that reports no peak
+    result["records"][2]["peak_gib"] = float("nan")
+    md = bench.markdown_report(result)
+    assert "| 8 192 | 300 / 0.5 | 66 / — | 303 / — |" in md
