@@ -318,7 +318,9 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
     manifest = build_manifest(
         version=plan.label, prov=plan.provenance, targets=targets, toolchain=toolchain,
         dependencies=[d.to_json() for d in plan.deps.deps],
-        disabled_options=plan.deps.disabled, runtime_requires=requires,
+        disabled_options=[*plan.deps.disabled,
+                          *(tc.cuda_libs.disabled_options if tc.cuda_libs else ())],
+        runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
         built_from=built_from)
     return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)

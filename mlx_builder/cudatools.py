@@ -99,6 +99,11 @@ class CudaLibs:
     toolkit_include: Path | None = None
     stub_driver: bool = False
 
+    @property
+    def disabled_options(self) -> tuple[str, ...]:
+        """MLX options the build turns OFF because of this host (for the manifest)."""
+        return ("MLX_BUILD_PYTHON_STUBS",) if self.stub_driver else ()
+
     def cmake_args(self, scratch: Path, cc: str | None) -> list[str]:
         """Materialize the overlay under ``scratch``; the CMake args that use it.
 

@@ -157,6 +157,8 @@ def test_stub_driver_args_turn_off_type_stubs(tmp_path):
     args = libs.cmake_args(tmp_path / "scratch", _cc())
     assert args == [f"-DCUDA_cuda_driver_LIBRARY={tmp_path / 'scratch' / 'lib' / 'libcuda.so'}",
                     "-DMLX_BUILD_PYTHON_STUBS=OFF"]
+    assert libs.disabled_options == ("MLX_BUILD_PYTHON_STUBS",)
+    assert CudaLibs().disabled_options == ()
 
 
 def test_nccl_from_the_python_package(tmp_path):
