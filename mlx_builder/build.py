@@ -126,11 +126,15 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
         "MLX_BUILD_FRONTEND_PACKAGE": "0", "MLX_BUILD_BACKEND_PACKAGE": "0",
         "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
-    cudnn_lib = next((a.split("=", 1)[1] for a in cmake_args
-                      if a.startswith("-DCUDNN_LIBRARY_PATH=")), None)
-    if cudnn_lib:       # the stub generator imports mlx.core during the build
+    # the stub generator imports mlx.core during the build: cuDNN's lib dir and
+    # a generated libcuda stub (a host without a driver) must be loadable
+    load_dirs = [a.split("=", 1)[1] for a in cmake_args
+                 if a.startswith("-DCUDNN_LIBRARY_PATH=")]
+    load_dirs += [os.path.dirname(a.split("=", 1)[1]) for a in cmake_args
+                  if a.startswith("-DCUDA_cuda_driver_LIBRARY=")]
+    if load_dirs:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (cudnn_lib, os.environ.get("LD_LIBRARY_PATH")) if p)
+            p for p in (*load_dirs, os.environ.get("LD_LIBRARY_PATH")) if p)
     if "ninja" in tc.tools and not os.environ.get("CMAKE_GENERATOR"):
         env["CMAKE_GENERATOR"] = "Ninja"
     for key, value in tc.env.items():
@@ -318,9 +322,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
     manifest = build_manifest(
         version=plan.label, prov=plan.provenance, targets=targets, toolchain=toolchain,
         dependencies=[d.to_json() for d in plan.deps.deps],
-        disabled_options=[*plan.deps.disabled,
-                          *(tc.cuda_libs.disabled_options if tc.cuda_libs else ())],
-        runtime_requires=requires,
+        disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
         built_from=built_from)
     return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)

@@ -99,11 +99,6 @@ class CudaLibs:
     toolkit_include: Path | None = None
     stub_driver: bool = False
 
-    @property
-    def disabled_options(self) -> tuple[str, ...]:
-        """MLX options the build turns OFF because of this host (for the manifest)."""
-        return ("MLX_BUILD_PYTHON_STUBS",) if self.stub_driver else ()
-
     def cmake_args(self, scratch: Path, cc: str | None) -> list[str]:
         """Materialize the overlay under ``scratch``; the CMake args that use it.
 
@@ -131,9 +126,7 @@ class CudaLibs:
                                      "a C compiler and the toolkit's cuda.h are needed",
                                      "install the NVIDIA driver or the toolkit's stubs")
             stub = make_driver_stub(scratch / "lib", cc, self.toolkit_include)
-            args += [f"-DCUDA_cuda_driver_LIBRARY={stub}",
-                     # stubgen imports mlx.core, which cannot load without a driver
-                     "-DMLX_BUILD_PYTHON_STUBS=OFF"]
+            args.append(f"-DCUDA_cuda_driver_LIBRARY={stub}")
         return args
 
 
@@ -152,9 +145,11 @@ def driver_functions(cc: str, include: Path) -> list[str]:
 
 
 def make_driver_stub(dest: Path, cc: str, include: Path) -> Path:
-    """A link-only ``libcuda.so`` (SONAME libcuda.so.1, like the toolkit's
-    stub): every driver function returns CUDA_ERROR_STUB_LIBRARY. The wheel
-    records only the SONAME; the real driver serves at run time."""
+    """A ``libcuda.so`` (SONAME libcuda.so.1, like the toolkit's stub) whose
+    every driver function returns CUDA_ERROR_STUB_LIBRARY. The wheel records
+    only the SONAME; the real driver serves at run time. ``libcuda.so.1``
+    links to it: with that dir on LD_LIBRARY_PATH the build's stub generator
+    can import mlx.core on a host without a driver."""
     names = driver_functions(cc, include)
     if not names:
         raise ToolchainError("cuda.h declared no driver functions", str(include))
@@ -167,6 +162,10 @@ def make_driver_stub(dest: Path, cc: str, include: Path) -> Path:
                            "-o", str(out), str(src)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise ToolchainError("cannot build the libcuda link stub", proc.stderr.strip()[:300])
+    soname = dest / "libcuda.so.1"
+    if soname.is_symlink() or soname.exists():
+        soname.unlink()
+    soname.symlink_to(out.name)
     return out
 
 
@@ -242,8 +241,8 @@ def check_cuda_libs(nvcc: str | None, env: Mapping[str, str], python: str | None
                          "nvidia-cuda-nvrtc (-cu12 for CUDA 12) into the build Python"), libs
     detail = ", ".join(found)
     if stub:
-        detail += ("; no libcuda (no driver here): links against a generated stub "
-                   "and skips the .pyi type stubs (stubgen must import mlx.core)")
+        detail += ("; no libcuda (no driver here): links against a generated stub, "
+                   "which also lets the type-stub generator import mlx.core")
     return Check("cuda-libs", True, True, detail=detail), libs
 
 

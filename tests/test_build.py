@@ -20,7 +20,7 @@ from mlx_builder.manifest import Provenance, make_label, read_manifest, verify_r
 from mlx_builder.mlxtree import HOOK_MARK, VERSION_ENV
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
-from mlx_builder.toolchain import Check, CudaLibs, Toolchain
+from mlx_builder.toolchain import Check, Toolchain
 
 from test_bundle import dep_repo, fake_mlx
 from test_manifest import fake_wheel
@@ -69,6 +69,9 @@ def test_build_env(tmp_path, monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", "/already")
     env = build_mod.build_env(Settings(), plan, tc, ["-DCUDNN_LIBRARY_PATH=/py/nvidia/cudnn/lib"])
     assert env["LD_LIBRARY_PATH"] == "/py/nvidia/cudnn/lib:/already"
+    env = build_mod.build_env(Settings(), plan, tc, ["-DCUDNN_LIBRARY_PATH=/py/cudnn/lib",
+                                                     "-DCUDA_cuda_driver_LIBRARY=/w/stub/libcuda.so"])
+    assert env["LD_LIBRARY_PATH"] == "/py/cudnn/lib:/w/stub:/already"
     with pytest.raises(BuildError, match="contains a space"):
         build_mod.build_env(Settings(), plan, tc, ["-DFETCHCONTENT_SOURCE_DIR_X=/my dir/x"])
     venv_first = Toolchain((), {"PATH": "/venv/bin:/usr/bin", "CXX": "/usr/bin/g++"})
@@ -109,8 +112,7 @@ def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path):
     staged.mkdir()
     (staged / "setup.py").write_text(MAIN_LIKE_SETUP)
     plan = plan_for(staged, "cuda-sm90")
-    tc = Toolchain((Check("nvcc", True, True, "13.0.88"), Check("cmake", True, True, "4.4.0")),
-                   cuda_libs=CudaLibs(stub_driver=True))     # a build host without a driver
+    tc = Toolchain((Check("nvcc", True, True, "13.0.88"), Check("cmake", True, True, "4.4.0")))
     raw = cuda_wheel(tmp_path, plan.label)
     out = build_mod.finish_wheel(raw, plan, tc, staged, tmp_path / "dist", ["-DMLX_BUILD_CUDA=ON"],
                                  "tree", sys.executable)
@@ -119,7 +121,6 @@ def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path):
     assert m["toolchain"]["nvcc"] == "13.0.88" and m["toolchain"]["python"]
     assert m["runtime_requires"][0] == "nvidia-cudnn-cu13==9.*"
     assert m["requires_source"] == "setup.py"
-    assert m["disabled_options"] == ["MLX_BUILD_PYTHON_STUBS"]
     with zipfile.ZipFile(out) as zf:
         meta = zf.read(next(n for n in zf.namelist() if n.endswith("METADATA"))).decode()
     assert "Requires-Dist: nvidia-cublas==13.*" in meta and verify_record(out) == []
