@@ -112,6 +112,29 @@ def public_args(args: Iterable[str]) -> list[str]:
     return out
 
 
+_LIB_DIR_ARG = re.compile(r"-DCUDNN_LIBRARY_PATH=(.+)$")
+_LIB_FILE_ARG = re.compile(r"-D(?:CUDA_\w+_LIBRARY|NCCL_LIBRARIES)=(.+)$")
+
+
+def library_dirs(cmake_args: Iterable[str]) -> list[str]:
+    """Dirs of the libraries the toolchain handed CMake by path (cuDNN, NCCL,
+    CUDA libraries from Python packages, a libcuda stub). The type-stub
+    generator imports mlx.core from the build tree, where libmlx's RPATH
+    ($ORIGIN/../../nvidia/...) reaches none of them, so they go on
+    LD_LIBRARY_PATH; without them stubgen fails and MLX's install step
+    leaves the .pyi files out without failing."""
+    out: list[str] = []
+    for a in cmake_args:
+        m = _LIB_DIR_ARG.match(a)
+        d = m.group(1) if m else None
+        if d is None:
+            m = _LIB_FILE_ARG.match(a)
+            d = os.path.dirname(m.group(1)) if m else None
+        if d and d not in out:
+            out.append(d)
+    return out
+
+
 def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
               cmake_args: list[str]) -> dict[str, str]:
     spaced = [a for a in cmake_args if " " in a]
@@ -126,12 +149,7 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
         "MLX_BUILD_FRONTEND_PACKAGE": "0", "MLX_BUILD_BACKEND_PACKAGE": "0",
         "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
-    # the stub generator imports mlx.core during the build: cuDNN's lib dir and
-    # a generated libcuda stub (a host without a driver) must be loadable
-    load_dirs = [a.split("=", 1)[1] for a in cmake_args
-                 if a.startswith("-DCUDNN_LIBRARY_PATH=")]
-    load_dirs += [os.path.dirname(a.split("=", 1)[1]) for a in cmake_args
-                  if a.startswith("-DCUDA_cuda_driver_LIBRARY=")]
+    load_dirs = library_dirs(cmake_args)
     if load_dirs:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             p for p in (*load_dirs, os.environ.get("LD_LIBRARY_PATH")) if p)
@@ -318,6 +336,11 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             requires, req_source = cuda_runtime_requirements(staged, toolkit, platform.system())
         elif targets.backend == "metal" and not any(m.endswith("mlx.metallib") for m in members):
             raise BuildError(f"{raw.name} has no mlx.metallib", "the Metal kernels are missing")
+        stubbed = any(re.search(r"(^|/)mlx/core/[^/]+\.pyi$", m) for m in members)
+        if not stubbed and "-DMLX_BUILD_PYTHON_STUBS=OFF" not in cmake_args:
+            err_console.print(f"warning: {raw.name} has no type stubs (mlx/core/*.pyi): "
+                              "stubgen could not import mlx.core; see the build log",
+                              markup=False)
     toolchain = {**tc.versions(), "python": _python_version(python)}
     manifest = build_manifest(
         version=plan.label, prov=plan.provenance, targets=targets, toolchain=toolchain,

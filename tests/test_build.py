@@ -69,9 +69,12 @@ def test_build_env(tmp_path, monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", "/already")
     env = build_mod.build_env(Settings(), plan, tc, ["-DCUDNN_LIBRARY_PATH=/py/nvidia/cudnn/lib"])
     assert env["LD_LIBRARY_PATH"] == "/py/nvidia/cudnn/lib:/already"
-    env = build_mod.build_env(Settings(), plan, tc, ["-DCUDNN_LIBRARY_PATH=/py/cudnn/lib",
-                                                     "-DCUDA_cuda_driver_LIBRARY=/w/stub/libcuda.so"])
-    assert env["LD_LIBRARY_PATH"] == "/py/cudnn/lib:/w/stub:/already"
+    env = build_mod.build_env(Settings(), plan, tc, [
+        "-DCUDNN_LIBRARY_PATH=/py/cudnn/lib", "-DCUDA_cuda_driver_LIBRARY=/w/stub/libcuda.so",
+        "-DNCCL_LIBRARIES=/py/nccl/lib/libnccl.so.2", "-DCUDA_cufft_LIBRARY=/py/cu13/lib/a.so.12",
+        "-DCUDA_nvrtc_LIBRARY=/py/cu13/lib/b.so.13", "-DCUDNN_INCLUDE_PATH=/py/cudnn/include"])
+    assert env["LD_LIBRARY_PATH"] == ("/py/cudnn/lib:/w/stub:/py/nccl/lib:/py/cu13/lib:"
+                                      "/already")
     with pytest.raises(BuildError, match="contains a space"):
         build_mod.build_env(Settings(), plan, tc, ["-DFETCHCONTENT_SOURCE_DIR_X=/my dir/x"])
     venv_first = Toolchain((), {"PATH": "/venv/bin:/usr/bin", "CXX": "/usr/bin/g++"})
@@ -107,7 +110,7 @@ def cuda_wheel(tmp_path: Path, label: str) -> Path:
                       {"mlx/lib/libmlx.so": lib.read_bytes()})
 
 
-def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path):
+def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path, capsys):
     staged = tmp_path / "staged"
     staged.mkdir()
     (staged / "setup.py").write_text(MAIN_LIKE_SETUP)
@@ -124,6 +127,7 @@ def test_finish_cuda_wheel_checks_sass_and_declares_runtime_packages(tmp_path):
     with zipfile.ZipFile(out) as zf:
         meta = zf.read(next(n for n in zf.namelist() if n.endswith("METADATA"))).decode()
     assert "Requires-Dist: nvidia-cublas==13.*" in meta and verify_record(out) == []
+    assert "has no type stubs" in capsys.readouterr().err
     sm121 = plan_for(staged, "cuda-sm121")
     with pytest.raises(BuildError, match="lacks SASS for sm_121a"):
         build_mod.finish_wheel(cuda_wheel(tmp_path / "b", sm121.label), sm121, tc, staged,
