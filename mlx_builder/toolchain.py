@@ -154,8 +154,11 @@ def check_cxx(env: Mapping[str, str]) -> tuple[Check, str | None]:
         rc, out = run([cxx, "--version"], env)
         first = out.splitlines()[0].strip() if out.strip() else cxx
         m = re.search(r"(\d+\.\d+(?:\.\d+)?)", first)
-        kind = "clang" if "clang" in first.lower() else "g++" if (
-            "gcc" in first.lower() or "g++" in first.lower()) else "c++"
+        # `c++ --version` may name neither (Debian: "c++ (Debian 12.2.0-14) 12.2.0");
+        # the file it links to does (x86_64-linux-gnu-g++-12)
+        said = f"{first} {os.path.basename(os.path.realpath(cxx))}".lower()
+        kind = "clang" if "clang" in said else "g++" if (
+            "gcc" in said or "g++" in said) else "c++"
         version = f"{kind} {m.group(1)}" if m else first
         if ok:
             detail = cxx if not failed else (

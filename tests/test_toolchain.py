@@ -85,6 +85,14 @@ def test_cxx_skips_a_compiler_whose_lto_link_fails(tmp_path):
     assert "could not run lto-wrapper" in check.detail and check.version == "g++ 13.3.0"
 
 
+def test_cxx_kind_from_the_file_a_plain_cxx_links_to(tmp_path):
+    real = tool(tmp_path / "bin", "x86_64-linux-gnu-g++-12", GOOD_CXX.replace(
+        "g++ (GCC) 13.3.0", "c++ (Debian 12.2.0-14) 12.2.0"))
+    (tmp_path / "bin" / "c++").symlink_to(real)
+    check, cxx = check_cxx(env_with(tmp_path / "bin", CXX=str(tmp_path / "bin" / "c++")))
+    assert check.ok and check.version == "g++ 12.2.0"
+
+
 def test_explicit_cxx_that_cannot_link_fails(tmp_path):
     bad = tool(tmp_path / "bin", "g++", BAD_CXX)
     check, chosen = check_cxx(env_with(tmp_path / "bin", CXX=str(bad)))
