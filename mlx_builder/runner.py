@@ -65,7 +65,9 @@ class StepRunner:
         argv = [str(c) for c in cmd]
         start = time.monotonic()
         tail: list[str] = []
-        with path.open("w", encoding="utf-8", errors="replace") as log:
+        # Line-buffered: the log shows progress while a long step runs.
+        with path.open("w", encoding="utf-8", errors="replace",
+                       buffering=1) as log:
             log.write(f"$ {' '.join(argv)}\n")
             if cwd:
                 log.write(f"# cwd: {cwd}\n")
