@@ -39,7 +39,7 @@ from mlx_builder.archives import (META, content_sha256, download, extract_archiv
 from mlx_builder.cmakeparse import Declaration, effective, evaluate, parse_tree
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
-from mlx_builder.settings import Settings
+from mlx_builder.settings import Settings, dep_env_var
 from mlx_builder.targets import TargetSet
 
 _LICENSE = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)", re.I)
@@ -274,7 +274,7 @@ def _populate(settings: Settings, decl: Declaration, out: Path
                         "it comes from dep_sources / MLX_BUILDER_DEP_*",
                         "point it at a git repository, a directory or an archive")
     if settings.offline:
-        env = "MLX_BUILDER_DEP_" + decl.name.upper().replace("-", "_")
+        env = dep_env_var(decl.name)
         raise DepsError(f"{decl.name} {pin(decl)} is not in the cache and this run is offline",
                         f"cache: {cache_path(settings, decl)}",
                         f"set {env}=<git repo or dir>[@ref], run `mlx-builder deps` "
@@ -332,7 +332,7 @@ def resolve_commit(repo: Path, ref: str, what: str) -> str:
     tags = _git(repo, "tag", "--sort=-v:refname", check=False).stdout.split()[:6]
     raise DepsError(f"{what}: {repo} has no ref {ref!r}",
                     f"its newest tags: {', '.join(tags) or 'none'}",
-                    f"name a ref that serves: MLX_BUILDER_DEP_{what.upper().replace('-', '_')}"
+                    f"name a ref that serves: {dep_env_var(what)}"
                     f"={repo}@<tag>")
 
 
@@ -387,7 +387,7 @@ def _fill_submodule(settings: Settings, sub_path: str, sha: str, url: str,
     if settings.offline:
         raise DepsError(f"{parent} needs its git submodule {sub_path} ({url} @ {sha[:12]})",
                         "submodules are not in `git archive` output and this run is offline",
-                        f"set MLX_BUILDER_DEP_{repo_name.upper().replace('-', '_')}="
+                        f"set {dep_env_var(repo_name)}="
                         "<a clone of that repository>")
     with tempfile.TemporaryDirectory(prefix="mlxb-sub-") as tmp:
         clone = clone_repo(url, sha, Path(tmp) / "repo")

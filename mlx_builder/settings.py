@@ -37,6 +37,12 @@ ENV_PREFIX = "MLX_BUILDER_"
 ENV_DEP_PREFIX = "MLX_BUILDER_DEP_"
 
 
+def dep_env_var(name: str) -> str:
+    """The environment variable that names a local source for dependency
+    ``name`` (its FetchContent name, e.g. robin-map -> MLX_BUILDER_DEP_ROBIN_MAP)."""
+    return ENV_DEP_PREFIX + name.upper().replace("-", "_")
+
+
 def _package_patches_dir() -> Path:
     here = Path(__file__).resolve().parent
     bundled = here / "_patches"

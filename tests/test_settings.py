@@ -72,3 +72,12 @@ def test_with_overrides_is_a_copy():
     assert other.work_dir is None
     with pytest.raises(ConfigError):
         base.with_overrides(colour="red")
+
+
+def test_dep_env_var_is_what_load_settings_reads(tmp_path):
+    from mlx_builder.settings import dep_env_var, load_settings
+    name = dep_env_var("robin-map")
+    assert name == "MLX_BUILDER_DEP_ROBIN_MAP"
+    s = load_settings(env={name: "/src/robin-map.git"},
+                      config_path=None)
+    assert dict(s.dep_sources) == {"robin_map": "/src/robin-map.git"}
