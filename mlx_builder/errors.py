@@ -111,6 +111,36 @@ class RegressionError(MlxBuilderError):
     exit_code = 24
 
 
+class InterpreterError(MlxBuilderError):
+    """A Python interpreter named by --python that does not exist or cannot run."""
+
+    exit_code = 25
+
+
+class MlxImportError(MlxBuilderError):
+    """``import mlx.core`` fails in the interpreter asked to run MLX code."""
+
+    exit_code = 26
+
+
+class UnpatchedMlxError(MlxBuilderError):
+    """MLX ran SDPA but printed no routing decisions: no routing trace patch."""
+
+    exit_code = 27
+
+
+class RouteParseError(MlxBuilderError):
+    """A ``[mlx-sdpa-route]`` line that does not follow the trace format."""
+
+    exit_code = 28
+
+
+class RouteProbeError(MlxBuilderError):
+    """The SDPA route probe died, or every one of its cases failed."""
+
+    exit_code = 29
+
+
 @dataclass(frozen=True)
 class Conflict:
     """Where a patch failed to apply."""
