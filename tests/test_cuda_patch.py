@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PATCHES = ROOT / "patches"
 HARNESS = ROOT / "scripts" / "attn_harness" / "harness.cu"
 CUDA_PATCH_SUBJECT = "cuda: tiled flash attention for head_dim 192, 256 and 512"
+DECODE_PATCH_SUBJECT = ("cuda: split-K decode attention for head_dim 192, 256 and 512; "
+                        "one routing decision")
 NEW_HEADER = re.compile(r"^diff --git a/(mlx/backend/cuda/device/attention_\w+\.cuh) ")
 
 # Shared memory per block a configuration may use (cudaDevAttrMaxSharedMemoryPerBlockOptin).
@@ -110,8 +112,14 @@ def harness_lib(tmp_path_factory):
     if nvcc is None:
         pytest.skip("nvcc not found: the CUDA kernel compile check needs the CUDA toolkit")
     tree = tmp_path_factory.mktemp("mlx")
-    _, entry = next((s, e) for s, e in cuda_patches() if s.name == "main")
-    for rel, content in new_files(entry.path.read_text()).items():
+    # The harness compiles the prefill and the decode kernels of main.
+    main = next(s for s in load_index(PATCHES) if s.name == "main")
+    added = {}
+    for entry in main.patches:
+        if parse_patch(entry.path).subject in (CUDA_PATCH_SUBJECT, DECODE_PATCH_SUBJECT):
+            added.update(new_files(entry.path.read_text()))
+    assert "mlx/backend/cuda/device/attention_decode.cuh" in added
+    for rel, content in added.items():
         path = tree / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
@@ -136,3 +144,14 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
 
 def test_unknown_head_dim_is_rejected(harness_lib):
     assert harness_lib.harness_smem_bytes(160, 0) == -1
+
+
+def test_decode_rows_per_block_and_splits(harness_lib):
+    rows = harness_lib.harness_decode_max_rows
+    # Registers bound the query rows a CTA holds: 8 up to head_dim 256, 4 at 512.
+    assert [rows(d) for d in (192, 256, 512)] == [8, 8, 4]
+    assert rows(160) == -1
+    splits = harness_lib.harness_decode_effective_splits
+    assert splits(4097, 7) == 7      # 586 keys each, the last chunk ragged
+    assert splits(10, 7) == 5        # 2 keys each: fewer, non-empty chunks
+    assert splits(1, 33) == 1
