@@ -6,6 +6,7 @@
 // seconds instead of rebuilding MLX. Nothing here re-implements the kernel:
 // it only instantiates and launches what the patch adds.
 
+#include "mlx/backend/cuda/device/attention_decode.cuh"
 #include "mlx/backend/cuda/device/attention_tiled.cuh"
 
 #include <cuda_runtime.h>
@@ -19,7 +20,7 @@ namespace {
 
 enum DtypeCode { kFloat16 = 0, kBFloat16 = 1 };
 
-template <int D, attn::TiledConfig C, typename T, attn::MaskKind M>
+template <typename Traits, typename T, attn::MaskKind M>
 int launch_typed(
     const void* q,
     const void* k,
@@ -29,7 +30,6 @@ int launch_typed(
     void* o,
     const attn::TiledParams& p_in,
     cudaStream_t stream) {
-  using Traits = attn::TiledTraitsFor<D, C>;
   auto kernel = attn::kernel_sdpa_tiled<T, Traits, M>;
   attn::TiledParams p = p_in;
   p.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
@@ -56,37 +56,66 @@ int launch_typed(
   return 0;
 }
 
-template <int D, attn::TiledConfig C, typename T>
+template <typename Traits, typename T>
 int launch_mask(int mask_kind, const void* q, const void* k, const void* v,
                 const void* mask, const void* sinks, void* o,
                 const attn::TiledParams& p, cudaStream_t s) {
   switch (mask_kind) {
     case 0:
-      return launch_typed<D, C, T, attn::MaskKind::kNone>(
+      return launch_typed<Traits, T, attn::MaskKind::kNone>(
           q, k, v, mask, sinks, o, p, s);
     case 1:
-      return launch_typed<D, C, T, attn::MaskKind::kCausal>(
+      return launch_typed<Traits, T, attn::MaskKind::kCausal>(
           q, k, v, mask, sinks, o, p, s);
     case 2:
-      return launch_typed<D, C, T, attn::MaskKind::kArray>(
+      return launch_typed<Traits, T, attn::MaskKind::kArray>(
           q, k, v, mask, sinks, o, p, s);
     default:
       return 10;
   }
 }
 
-template <int D, attn::TiledConfig C>
+template <typename Traits>
 int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
                  const void* v, const void* mask, const void* sinks, void* o,
                  const attn::TiledParams& p, cudaStream_t s) {
   switch (dtype) {
     case kFloat16:
-      return launch_mask<D, C, __half>(mask_kind, q, k, v, mask, sinks, o, p, s);
+      return launch_mask<Traits, __half>(mask_kind, q, k, v, mask, sinks, o, p, s);
     case kBFloat16:
-      return launch_mask<D, C, __nv_bfloat16>(
+      return launch_mask<Traits, __nv_bfloat16>(
           mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 11;
+  }
+}
+
+// Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
+// 2+ = candidate tilings for tuning (not in MLX), per head dim.
+template <int D>
+struct Candidates {
+  using C2 = void;
+  using C3 = void;
+};
+template <>
+struct Candidates<256> {
+  using C2 = attn::TiledTraits<256, 128, 64, 2, 2>; // 16 warps, shared S
+  using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
+};
+template <>
+struct Candidates<512> {
+  using C2 = attn::TiledTraits<512, 64, 32, 2, 2, false>; // recomputed S
+  using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // 99 KB, 2 stages
+};
+
+template <typename Traits>
+int launch_or_fail(int dtype, int mask_kind, const void* q, const void* k,
+                   const void* v, const void* mask, const void* sinks, void* o,
+                   const attn::TiledParams& p, cudaStream_t s) {
+  if constexpr (std::is_void_v<Traits>) {
+    return 15;
+  } else {
+    return launch_dtype<Traits>(dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
   }
 }
 
@@ -97,10 +126,16 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
                   cudaStream_t s) {
   switch (config) {
     case 0:
-      return launch_dtype<D, attn::TiledConfig::kSmall>(
+      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kSmall>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 1:
-      return launch_dtype<D, attn::TiledConfig::kLarge>(
+      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kLarge>>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 2:
+      return launch_or_fail<typename Candidates<D>::C2>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 3:
+      return launch_or_fail<typename Candidates<D>::C3>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -144,16 +179,162 @@ extern "C" int harness_sdpa_tiled(
   }
 }
 
-extern "C" int harness_smem_bytes(int head_dim, int config) {
+template <typename Traits>
+int smem_or_fail() {
+  if constexpr (std::is_void_v<Traits>) {
+    return -1;
+  } else {
+    return Traits::kSmemBytes;
+  }
+}
+
+template <int D>
+int smem_bytes(int config) {
   using attn::TiledConfig;
-  auto pick = [&](auto d) {
-    return config == 1 ? attn::TiledTraitsFor<decltype(d)::value, TiledConfig::kLarge>::kSmemBytes
-                       : attn::TiledTraitsFor<decltype(d)::value, TiledConfig::kSmall>::kSmemBytes;
-  };
-  switch (head_dim) {
-    case 192: return pick(std::integral_constant<int, 192>{});
-    case 256: return pick(std::integral_constant<int, 256>{});
-    case 512: return pick(std::integral_constant<int, 512>{});
+  switch (config) {
+    case 0: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kSmall>>();
+    case 1: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kLarge>>();
+    case 2: return smem_or_fail<typename Candidates<D>::C2>();
+    case 3: return smem_or_fail<typename Candidates<D>::C3>();
     default: return -1;
   }
+}
+
+extern "C" int harness_smem_bytes(int head_dim, int config) {
+  switch (head_dim) {
+    case 192: return smem_bytes<192>(config);
+    case 256: return smem_bytes<256>(config);
+    case 512: return smem_bytes<512>(config);
+    default: return -1;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Split-K decode kernel (attention_decode.cuh). The caller picks the number
+// of splits (MLX's launcher derives it from the SM count) and passes fp32
+// scratch for the partial rows: rows = B * H * qL * splits, D floats each,
+// plus 2 floats of (max, sum) per row.
+
+namespace {
+
+template <typename T, int D, int ROWS, bool CAUSAL>
+int launch_decode_typed(const void* q, const void* k, const void* v,
+                        const void* sinks, void* o, float* partial_o,
+                        float* partial_state, const attn::DecodeParams& p,
+                        cudaStream_t s) {
+  using Traits = attn::DecodeTraitsFor<D, ROWS>;
+  dim3 grid(p.num_splits * p.row_groups, p.H / p.gqa_factor, p.B);
+  attn::kernel_sdpa_decode_split<T, Traits, CAUSAL>
+      <<<grid, Traits::THREADS, Traits::kSmemBytes, s>>>(
+          static_cast<const T*>(q), static_cast<const T*>(k),
+          static_cast<const T*>(v), static_cast<const T*>(sinks),
+          static_cast<T*>(o), partial_o,
+          reinterpret_cast<float2*>(partial_state), p);
+  if (p.num_splits > 1) {
+    attn::kernel_sdpa_decode_combine<T, D><<<dim3(p.qL, p.H, p.B), 128, 0, s>>>(
+        partial_o, reinterpret_cast<const float2*>(partial_state),
+        static_cast<const T*>(sinks), static_cast<T*>(o), p);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "decode launch: %s\n", cudaGetErrorString(err));
+    return 3;
+  }
+  return 0;
+}
+
+template <typename T, int D, bool CAUSAL>
+int launch_decode_rows(int rows, const void* q, const void* k, const void* v,
+                       const void* sinks, void* o, float* po, float* ps,
+                       const attn::DecodeParams& p, cudaStream_t s) {
+  constexpr int kMax = attn::DecodeConfig<D>::kMaxRows;
+  if (rows <= 1) return launch_decode_typed<T, D, 1, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+  if (rows <= 2) return launch_decode_typed<T, D, 2, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+  if (rows <= 4) return launch_decode_typed<T, D, 4, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+  if constexpr (kMax >= 8) {
+    if (rows <= 8) return launch_decode_typed<T, D, 8, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+  }
+  return 14;
+}
+
+template <typename T, int D>
+int launch_decode_causal(bool causal, int rows, const void* q, const void* k,
+                         const void* v, const void* sinks, void* o, float* po,
+                         float* ps, const attn::DecodeParams& p,
+                         cudaStream_t s) {
+  return causal ? launch_decode_rows<T, D, true>(rows, q, k, v, sinks, o, po, ps, p, s)
+                : launch_decode_rows<T, D, false>(rows, q, k, v, sinks, o, po, ps, p, s);
+}
+
+template <int D>
+int launch_decode_dtype(int dtype, bool causal, int rows, const void* q,
+                        const void* k, const void* v, const void* sinks,
+                        void* o, float* po, float* ps,
+                        const attn::DecodeParams& p, cudaStream_t s) {
+  switch (dtype) {
+    case kFloat16:
+      return launch_decode_causal<__half, D>(causal, rows, q, k, v, sinks, o, po, ps, p, s);
+    case kBFloat16:
+      return launch_decode_causal<__nv_bfloat16, D>(causal, rows, q, k, v, sinks, o, po, ps, p, s);
+    default:
+      return 11;
+  }
+}
+
+} // namespace
+
+// Max rows per CTA for a head dim (the launcher's row grouping).
+extern "C" int harness_decode_max_rows(int head_dim) {
+  switch (head_dim) {
+    case 192: return attn::DecodeConfig<192>::kMaxRows;
+    case 256: return attn::DecodeConfig<256>::kMaxRows;
+    case 512: return attn::DecodeConfig<512>::kMaxRows;
+    default: return -1;
+  }
+}
+
+extern "C" int harness_sdpa_decode(
+    int head_dim, int dtype, int causal, const void* q, const void* k,
+    const void* v, const void* sinks, void* o, float* partial_o,
+    float* partial_state, int B, int H, int qL, int kL, int gqa_factor,
+    int num_splits, float scale, const long long* q_strides,
+    const long long* k_strides, const long long* v_strides,
+    const long long* o_strides, void* stream) {
+  attn::DecodeParams p{};
+  p.B = B;
+  p.H = H;
+  p.qL = qL;
+  p.kL = kL;
+  p.gqa_factor = gqa_factor;
+  p.rows = gqa_factor * qL;
+  int max_rows = harness_decode_max_rows(head_dim);
+  if (max_rows < 0) return 13;
+  p.rows_per_cta = p.rows < max_rows ? p.rows : max_rows;
+  p.row_groups = (p.rows + p.rows_per_cta - 1) / p.rows_per_cta;
+  p.keys_per_split = (kL + num_splits - 1) / num_splits;
+  p.num_splits = (kL + p.keys_per_split - 1) / p.keys_per_split;
+  p.scale_log2 = scale * attn::kLog2e;
+  for (int i = 0; i < 3; ++i) {
+    p.Q_strides[i] = q_strides[i];
+    p.K_strides[i] = k_strides[i];
+    p.V_strides[i] = v_strides[i];
+    p.O_strides[i] = o_strides[i];
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (head_dim) {
+    case 192:
+      return launch_decode_dtype<192>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+    case 256:
+      return launch_decode_dtype<256>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+    case 512:
+      return launch_decode_dtype<512>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+    default:
+      return 13;
+  }
+}
+
+// The splits MLX's launcher would choose (scaled_dot_product_attention_decode.cu).
+extern "C" int harness_decode_effective_splits(int kL, int num_splits) {
+  int per = (kL + num_splits - 1) / num_splits;
+  return (kL + per - 1) / per;
 }
