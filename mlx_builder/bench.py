@@ -289,6 +289,7 @@ class BenchOptions:
     wheelhouse: Path | None = None
     offline: bool = False
     system_site_packages: bool = False
+    no_deps: bool = False
     reuse_venv: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -315,7 +316,8 @@ def wheel_python(runner: Any, wheel: Path, opts: BenchOptions) -> str:
     vpy = make_venv(runner, opts.python or sys.executable, venv,
                     system_site_packages=opts.system_site_packages,
                     reuse=opts.reuse_venv)
-    install_wheel(runner, vpy, wheel, wheelhouse=opts.wheelhouse, offline=opts.offline)
+    install_wheel(runner, vpy, wheel, wheelhouse=opts.wheelhouse, offline=opts.offline,
+                  no_deps=opts.no_deps)
     return str(vpy)
 
 
@@ -365,5 +367,5 @@ def run_bench(wheel: Path, opts: BenchOptions) -> dict[str, Any]:
     for png in paths["plots"]:
         console.print(f"plot: {png}")
     if paths.get("plots_skipped"):
-        console.print(f"plots skipped: {paths['plots_skipped']}")
+        console.print(f"plots skipped: {paths['plots_skipped']}", markup=False)
     return result

@@ -97,12 +97,14 @@ class WheelTestOptions:
     wheelhouse: Path | None = None
     offline: bool = False
     system_site_packages: bool = False
+    no_deps: bool = False
     reuse_venv: bool = False
     parts: tuple[str, ...] = PART_KEYS
     env: Mapping[str, str] = field(default_factory=dict)
     long: bool = False
     upstream_commit: str | None = None
     mlx_lm_version: str = PINNED_MLX_LM
+    upstream_tests: Path | None = None
     pytest_args: tuple[str, ...] = ()
 
 
@@ -166,14 +168,23 @@ def make_venv(runner: StepRunner, python: str, venv: Path, *,
 
 
 def install_wheel(runner: StepRunner, vpy: Path, wheel: Path, extra: Sequence[str] = (),
-                  *, wheelhouse: Path | None = None, offline: bool = False) -> None:
-    runner.run(
-        "install-wheel",
-        pip_install_command(vpy, [wheel.resolve(), *extra], wheelhouse=wheelhouse,
-                            offline=offline),
-        error_cls=TestFailureError,
-        hint=("offline installs need the wheel's dependencies in --wheelhouse"
-              if offline else "pass --wheelhouse DIR --offline to install without network"))
+                  *, wheelhouse: Path | None = None, offline: bool = False,
+                  no_deps: bool = False) -> None:
+    """The wheel and ``extra`` into the venv. ``no_deps`` leaves out the
+    wheel's declared runtime packages (the nvidia-* libraries of a CUDA
+    wheel) for machines that provide them otherwise; ``extra`` still gets
+    its dependencies."""
+    hint = ("offline installs need the wheel's dependencies in --wheelhouse "
+            "(or --no-deps where the CUDA libraries come from elsewhere)"
+            if offline else "pass --wheelhouse DIR --offline to install without network")
+    groups = ([[wheel.resolve()], list(extra)] if no_deps
+              else [[wheel.resolve(), *extra]])
+    for i, reqs in enumerate(g for g in groups if g):
+        runner.run(
+            "install-wheel" if i == 0 else "install-test-requirements",
+            pip_install_command(vpy, reqs, wheelhouse=wheelhouse, offline=offline,
+                                no_deps=no_deps and i == 0),
+            error_cls=TestFailureError, hint=hint)
 
 
 def probe(runner: StepRunner, vpy: Path, env: Mapping[str, str] | None = None) -> dict:
@@ -259,6 +270,42 @@ def stage_upstream_tests(repo: Any, commit: str, dest: Path) -> Path:
                 (res.err or res.out).strip()[:300],
                 "fetch the mirror (drop --offline) or pass --mlx-repo with that commit")
         (dest / Path(path).name).write_text(res.out)
+    (dest / "pytest.ini").write_text(PYTEST_INI)
+    return dest / "test_fast_sdpa.py"
+
+
+def stage_upstream_tests_from(source: Path, dest: Path) -> Path:
+    """Write upstream's test files from ``source``: a folder that holds them
+    (an MLX checkout's python/tests) or an `mlx-builder bundle` tarball (its
+    MLX tree; the patch series leaves these two files as upstream has them)."""
+    import tarfile
+    source = Path(source)
+    dest.mkdir(parents=True, exist_ok=True)
+    names = [Path(p).name for p in UPSTREAM_TEST_FILES]
+    if source.is_dir():
+        for name in names:
+            found = source / name
+            if not found.is_file():
+                raise TestFailureError(f"no {name} in {source}",
+                                       "--upstream-tests takes the folder of "
+                                       "test_fast_sdpa.py and mlx_tests.py",
+                                       "pass MLX's python/tests folder or a bundle")
+            shutil.copyfile(found, dest / name)
+    elif source.is_file() and tarfile.is_tarfile(source):
+        with tarfile.open(source) as tar:
+            members = {m.name: m for m in tar.getmembers() if m.isfile()}
+            for path in UPSTREAM_TEST_FILES:
+                match = [n for n in members if n.endswith("/mlx/" + path)]
+                if len(match) != 1:
+                    raise TestFailureError(
+                        f"{source.name} has {len(match)} copies of {path}",
+                        "an mlx-builder bundle holds exactly one MLX tree",
+                        "pass the bundle the wheel was built from")
+                data = tar.extractfile(members[match[0]])
+                (dest / Path(path).name).write_bytes(data.read() if data else b"")
+    else:
+        raise TestFailureError(f"--upstream-tests {source} is neither a folder nor a "
+                               "tarball", "", "pass MLX's python/tests folder or a bundle")
     (dest / "pytest.ini").write_text(PYTEST_INI)
     return dest / "test_fast_sdpa.py"
 
@@ -417,7 +464,7 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
     vpy = make_venv(runner, opts.python, opts.venv_dir,
                     system_site_packages=opts.system_site_packages, reuse=opts.reuse_venv)
     install_wheel(runner, vpy, wheel, TEST_REQUIREMENTS, wheelhouse=opts.wheelhouse,
-                  offline=opts.offline)
+                  offline=opts.offline, no_deps=opts.no_deps)
     info = probe(runner, vpy, env)
     console.print(f"MLX {info['version']} in {opts.venv_dir}: "
                   f"cuda={info['cuda']} metal={info['metal']} "
@@ -443,7 +490,10 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
                         f"(log {res.log_path}); put its wheel in --wheelhouse"))
 
     upstream_test = None
-    if "upstream" in opts.parts:
+    if "upstream" in opts.parts and opts.upstream_tests is not None:
+        upstream_test = stage_upstream_tests_from(opts.upstream_tests, out_dir / "upstream")
+        console.print(f"upstream tests from {opts.upstream_tests}")
+    elif "upstream" in opts.parts:
         commit, why = upstream_commit_of(wheel, opts.upstream_commit)
         if commit is None:
             skip["upstream"] = why

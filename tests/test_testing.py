@@ -51,6 +51,63 @@ def test_pip_command_online_prefers_wheelhouse_without_no_index(tmp_path):
     assert "--find-links" not in testing.pip_install_command("py", ["x"])
 
 
+class RecordingRunner:
+    """Stands in for StepRunner: records (step, argv) and succeeds."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, step, argv, **kwargs):
+        self.calls.append((step, [str(a) for a in argv]))
+
+
+def test_install_wheel_no_deps_keeps_dependencies_of_the_test_requirements(tmp_path):
+    wheel = tmp_path / "mlx-1-cp312-cp312-linux_x86_64.whl"
+    runner = RecordingRunner()
+    testing.install_wheel(runner, Path("/v/bin/python"), wheel, ("pytest>=8", "numpy"),
+                          no_deps=True)
+    (step1, cmd1), (step2, cmd2) = runner.calls
+    assert step1 == "install-wheel" and "--no-deps" in cmd1
+    assert cmd1[-1] == str(wheel.resolve()) and "pytest>=8" not in cmd1
+    assert step2 == "install-test-requirements" and "--no-deps" not in cmd2
+    assert cmd2[-2:] == ["pytest>=8", "numpy"]
+
+
+def test_install_wheel_with_deps_is_one_pip_call(tmp_path):
+    wheel = tmp_path / "mlx-1-py3-none-any.whl"
+    runner = RecordingRunner()
+    testing.install_wheel(runner, Path("py"), wheel, ("pytest>=8",))
+    [(step, cmd)] = runner.calls
+    assert step == "install-wheel" and "--no-deps" not in cmd
+    assert cmd[-2:] == [str(wheel.resolve()), "pytest>=8"]
+    runner = RecordingRunner()
+    testing.install_wheel(runner, Path("py"), wheel, no_deps=True)
+    assert [s for s, _ in runner.calls] == ["install-wheel"]
+
+
+def test_upstream_tests_from_a_folder_and_from_a_bundle(tmp_path):
+    import tarfile
+    src = tmp_path / "mlx" / "python" / "tests"
+    src.mkdir(parents=True)
+    (src / "test_fast_sdpa.py").write_text("# sdpa tests\n")
+    (src / "mlx_tests.py").write_text("# helpers\n")
+    got = testing.stage_upstream_tests_from(src, tmp_path / "a")
+    assert got.read_text() == "# sdpa tests\n"
+    assert (tmp_path / "a" / "mlx_tests.py").read_text() == "# helpers\n"
+    assert (tmp_path / "a" / "pytest.ini").is_file()
+    bundle = tmp_path / "b.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        tar.add(tmp_path / "mlx", arcname="mlx-0.32.2_mlxb.x.cu90a/mlx")
+    got = testing.stage_upstream_tests_from(bundle, tmp_path / "b")
+    assert got.read_text() == "# sdpa tests\n"
+    (src / "mlx_tests.py").unlink()
+    with pytest.raises(errors.TestFailureError, match="no mlx_tests.py"):
+        testing.stage_upstream_tests_from(src, tmp_path / "c")
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(errors.TestFailureError, match="neither a folder nor a tarball"):
+        testing.stage_upstream_tests_from(tmp_path / "plain.txt", tmp_path / "d")
+
+
 def test_part_targets_split_the_suite_folder(tmp_path):
     for name in ("test_sdpa_large_head.py", "test_memory.py", "test_e2e_model.py",
                  "test_other.py"):

@@ -49,6 +49,9 @@ def int_list(text: str) -> tuple[int, ...]:
 @click.option("--python", default=sys.executable, show_default="this Python",
               help="Interpreter the wheel venvs are made from.")
 @click.option("--system-site-packages", is_flag=True)
+@click.option("--no-deps", is_flag=True,
+              help="Install the wheel without its declared runtime packages (the "
+                   "nvidia-* CUDA libraries), for machines that provide them otherwise.")
 @click.option("--reuse-venv", is_flag=True)
 @click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False, exists=True),
               default=None)
@@ -57,7 +60,8 @@ def int_list(text: str) -> tuple[int, ...]:
 @click.pass_obj
 def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
             dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, out_dir,
-            python, system_site_packages, reuse_venv, wheelhouse, env_pairs) -> None:
+            python, system_site_packages, no_deps, reuse_venv, wheelhouse,
+            env_pairs) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
     against --baseline and PyTorch's SDPA backends, each framework in its own
     process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""
@@ -80,6 +84,7 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
         baseline=baseline, variants=parsed_variants,
         torch_python=None if no_torch else torch_python, python=python,
         wheelhouse=wheelhouse, offline=settings.offline,
-        system_site_packages=system_site_packages, reuse_venv=reuse_venv,
+        system_site_packages=system_site_packages, no_deps=no_deps,
+        reuse_venv=reuse_venv,
         env=parse_env(env_pairs))
     run_bench(wheel, opts)

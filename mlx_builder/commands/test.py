@@ -51,6 +51,9 @@ def newest_wheel(folder: Path) -> Path:
 @click.option("--system-site-packages", is_flag=True,
               help="Let the venv see the interpreter's packages (pytest, numpy on a "
                    "machine without network).")
+@click.option("--no-deps", is_flag=True,
+              help="Install the wheel without its declared runtime packages (the "
+                   "nvidia-* CUDA libraries), for machines that provide them otherwise.")
 @click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False, exists=True),
               default=None, help="Folder of wheels for pip (with --offline: the only source).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
@@ -63,14 +66,17 @@ def newest_wheel(folder: Path) -> Path:
               help="Also the long cases (16k/131k lengths): sets MLX_BUILDER_LONG=1.")
 @click.option("--upstream-commit", default=None,
               help="Upstream commit for test_fast_sdpa.py (default: the wheel manifest's).")
+@click.option("--upstream-tests", type=click.Path(path_type=Path, exists=True), default=None,
+              help="Take test_fast_sdpa.py from this folder or mlx-builder bundle "
+                   "instead of the MLX mirror (machines without the mirror).")
 @click.option("--mlx-lm-version", default=PINNED_MLX_LM, show_default=True,
               help="mlx-lm release whose model code the end-to-end parts run.")
 @click.option("--pytest-arg", "pytest_args", multiple=True,
               help="Extra argument for every pytest run, e.g. -x or -k EXPR (repeatable).")
 @click.pass_obj
 def command(settings, wheel, python, venv_dir, reuse_venv, system_site_packages,
-            wheelhouse, out_dir, parts, env_pairs, long_, upstream_commit,
-            mlx_lm_version, pytest_args) -> None:
+            no_deps, wheelhouse, out_dir, parts, env_pairs, long_, upstream_commit,
+            upstream_tests, mlx_lm_version, pytest_args) -> None:
     """Install WHEEL in a fresh venv and run upstream's SDPA tests, our SDPA
     suite, the memory checks, the mlx-lm end-to-end prefill and the greedy
     identity check; JUnit XML per part and a summary. Exit 21 on any failure;
@@ -82,8 +88,10 @@ def command(settings, wheel, python, venv_dir, reuse_venv, system_site_packages,
         out_dir=out_dir or Path("test-results") / stem,
         venv_dir=venv_dir or settings.cache_dir / "test-venvs" / stem,
         python=python, wheelhouse=wheelhouse, offline=settings.offline,
-        system_site_packages=system_site_packages, reuse_venv=reuse_venv,
+        system_site_packages=system_site_packages, no_deps=no_deps,
+        reuse_venv=reuse_venv,
         parts=parse_parts(parts), env=parse_env(env_pairs), long=long_,
-        upstream_commit=upstream_commit, mlx_lm_version=mlx_lm_version,
+        upstream_commit=upstream_commit, upstream_tests=upstream_tests,
+        mlx_lm_version=mlx_lm_version,
         pytest_args=tuple(pytest_args))
     run_wheel_tests(settings, wheel, opts)
