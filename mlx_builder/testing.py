@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -329,15 +330,43 @@ def part_targets(key: str, suites: Path, upstream_test: Path | None) -> list[str
 
 def pytest_command(vpy: Path | str, targets: Sequence[str], junit: Path,
                    rootdir: Path, extra: Sequence[str] = ()) -> list[str]:
-    return [str(vpy), "-m", "pytest", "-q", "-rs", "-c", str(rootdir / "pytest.ini"),
-            "--rootdir", str(rootdir), f"--junitxml={junit}", *targets, *extra]
+    """-v names each test before it runs and --capture=sys leaves C-level
+    stderr alone, so a process that dies (MLX aborts on some C++ errors)
+    leaves the test and the error message in the log."""
+    return [str(vpy), "-m", "pytest", "-v", "--capture=sys", "-rs",
+            "-c", str(rootdir / "pytest.ini"), "--rootdir", str(rootdir),
+            f"--junitxml={junit}", *targets, *extra]
+
+
+# What a dying process leaves in its log: the test pytest -v started last,
+# and the C++ runtime's message for an uncaught exception.
+_STARTED_TEST = re.compile(r"^(\S+::\S+)(?: |$)")
+_CPP_MESSAGE = re.compile(r"^(terminate called .*|\s*what\(\): .*)$")
+
+
+def crash_context(log: Path) -> str:
+    """'last test …; <C++ message>' from a crashed part's log, or ''."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    started = [m.group(1) for m in map(_STARTED_TEST.match, lines) if m]
+    messages = [m.group(1).strip() for m in map(_CPP_MESSAGE.match, lines) if m]
+    parts = []
+    if started:
+        parts.append(f"last test started: {started[-1]}")
+    if messages:
+        parts.append(" ".join(messages[-2:]))
+    return "; ".join(parts)
 
 
 def judge_part(part: Part, rc: int, junit: Path, log: Path) -> PartResult:
     """A part's result from pytest's exit code and its JUnit XML."""
     if not junit.is_file():
+        context = crash_context(log)
         return PartResult(part, "error", note=f"pytest exited {rc} and wrote no JUnit "
-                          f"XML (crash?); see {log}", log=log)
+                          f"XML (crash?){'; ' + context if context else ''}; see {log}",
+                          log=log)
     try:
         report = parse_junit(junit)
     except ValueError as exc:

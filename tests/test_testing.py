@@ -108,6 +108,44 @@ def test_upstream_tests_from_a_folder_and_from_a_bundle(tmp_path):
         testing.stage_upstream_tests_from(tmp_path / "plain.txt", tmp_path / "d")
 
 
+def test_a_crashed_part_names_the_test_and_the_cpp_message(tmp_path):
+    """A suite whose test aborts the process the way MLX does on an uncaught
+    C++ exception: the part's note names the test and the message."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_dies.py").write_text(
+        "import os, pytest\n"
+        "def test_fine():\n    pass\n"
+        "@pytest.mark.parametrize('n', [7])\n"
+        "def test_dies(n):\n"
+        "    os.write(2, b\"terminate called after throwing an instance of "
+        "'std::runtime_error'\\n  what():  Cache thrashing is happening\\n\")\n"
+        "    os.abort()\n")
+    junit = tmp_path / "dies.xml"
+    log = tmp_path / "dies.log"
+    cmd = testing.pytest_command(sys.executable, [str(suite / "test_dies.py")], junit, suite)
+    import resource
+
+    def no_core_dump():
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    with log.open("w") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=suite,
+                            preexec_fn=no_core_dump).returncode
+    part = testing.PARTS[1]
+    result = testing.judge_part(part, rc, junit, log)
+    assert rc != 0 and result.status == "error"
+    assert "last test started:" in result.note and "test_dies[7]" in result.note
+    assert "what():  Cache thrashing is happening" in result.note
+
+
+def test_crash_context_is_empty_without_a_log(tmp_path):
+    assert testing.crash_context(tmp_path / "none.log") == ""
+    (tmp_path / "quiet.log").write_text("collected 0 items\n")
+    assert testing.crash_context(tmp_path / "quiet.log") == ""
+
+
 def test_part_targets_split_the_suite_folder(tmp_path):
     for name in ("test_sdpa_large_head.py", "test_memory.py", "test_e2e_model.py",
                  "test_other.py"):
