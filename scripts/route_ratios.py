@@ -141,9 +141,9 @@ def table(records: list[dict]) -> str:
         others = ", ".join(
             f"{p} {ms:.3f} ({ms / base:.2f}×)" if base else f"{p} {ms:.3f}"
             for p, ms in sorted(slot["paths"].items()) if p != slot.get("choice"))
+        ms = f"{base:.3f}" if base else "—"
         lines.append(f"| {kind} | {D} | {qL} | {kL} | {mask} | {slot.get('choice', '?')} | "
-                     f"{base:.3f} | {others} |" if base else
-                     f"| {kind} | {D} | {qL} | {kL} | {mask} | {slot.get('choice', '?')} | — | {others} |")
+                     f"{ms} | {others} |")
     return "\n".join(lines)
 
 
