@@ -20,6 +20,41 @@ namespace {
 
 enum DtypeCode { kFloat16 = 0, kBFloat16 = 1 };
 
+// For an array mask, MLX's launcher first builds the tile liveness map with
+// kernel_mask_tile_liveness; the harness does the same, in a scratch buffer.
+template <typename Traits, typename T>
+int launch_liveness(
+    const void* mask,
+    uint8_t** live,
+    attn::TiledParams& p,
+    cudaStream_t stream) {
+  attn::TileLivenessParams lp{};
+  lp.qL = p.qL;
+  lp.kL = p.kL;
+  lp.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
+  lp.num_k_tiles = (p.kL + Traits::BN - 1) / Traits::BN;
+  lp.mask_heads = p.M_strides[1] ? p.H : 1;
+  int mask_batches = p.M_strides[0] ? p.B : 1;
+  lp.slices = mask_batches * lp.mask_heads;
+  for (int i = 0; i < 3; ++i) {
+    lp.M_strides[i] = p.M_strides[i];
+  }
+  long long tiles = static_cast<long long>(lp.num_q_tiles) * lp.num_k_tiles;
+  p.live_strides[0] = mask_batches > 1 ? lp.mask_heads * tiles : 0;
+  p.live_strides[1] = lp.mask_heads > 1 ? tiles : 0;
+  cudaError_t err = cudaMallocAsync(
+      reinterpret_cast<void**>(live), tiles * lp.slices, stream);
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "liveness alloc: %s\n", cudaGetErrorString(err));
+    return 4;
+  }
+  int z = lp.slices < 65535 ? lp.slices : 65535;
+  attn::kernel_mask_tile_liveness<T, Traits::BM, Traits::BN>
+      <<<dim3(lp.num_k_tiles, lp.num_q_tiles, z), attn::kLivenessThreads, 0,
+         stream>>>(static_cast<const T*>(mask), *live, lp);
+  return 0;
+}
+
 template <typename Traits, typename T, attn::MaskKind M>
 int launch_typed(
     const void* q,
@@ -39,16 +74,26 @@ int launch_typed(
     std::fprintf(stderr, "smem attribute: %s\n", cudaGetErrorString(err));
     return 2;
   }
-  dim3 grid(p.num_q_tiles, p.H, p.B);
+  uint8_t* live = nullptr;
+  if constexpr (M == attn::MaskKind::kArray) {
+    if (int rc = launch_liveness<Traits, T>(mask, &live, p, stream)) {
+      return rc;
+    }
+  }
+  dim3 grid(p.H, p.num_q_tiles, p.B); // heads fastest, as MLX launches it
   kernel<<<grid, Traits::THREADS, Traits::kSmemBytes, stream>>>(
       static_cast<const T*>(q),
       static_cast<const T*>(k),
       static_cast<const T*>(v),
       static_cast<const T*>(mask),
+      live,
       static_cast<const T*>(sinks),
       static_cast<T*>(o),
       p);
   err = cudaGetLastError();
+  if (live) {
+    cudaFreeAsync(live, stream);
+  }
   if (err != cudaSuccess) {
     std::fprintf(stderr, "launch: %s\n", cudaGetErrorString(err));
     return 3;

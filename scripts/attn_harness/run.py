@@ -66,6 +66,10 @@ class Case:
     layout: str = "bhld"  # or "blhd": MLX's transposed projections
     sinks: bool = False
     config: str = "large"
+    # "broadcast": one [qL, kL] mask for every batch and head (stride 0, as
+    # MLX passes mlx-lm's masks); "per_head": a different mask per (b, h).
+    mask_slices: str = "broadcast"
+    negative_scale: bool = False  # scores scaled before the max is taken
 
 
 class Kernel:
@@ -123,13 +127,27 @@ def make_inputs(case: Case, seed: int):
         ki = torch.arange(case.kL, device="cuda")[None, :]
         window = max(1, case.kL // 3)
         keep = (ki <= qi) & (ki > qi - window)
-        keep |= torch.rand(case.qL, case.kL, generator=g, device="cuda") < 0.1
+        shape = (case.qL, case.kL)
+        if case.mask_slices == "per_head":
+            # Slice i hides every key from rows [128 i, 128 (i + 1)): a whole
+            # query tile is dead in one slice and live in the others, so a
+            # liveness map read for the wrong slice skips live tiles.
+            shape = (case.B, H, case.qL, case.kL)
+            rows = torch.arange(case.qL, device="cuda")[:, None]
+            slot = torch.arange(case.B * H, device="cuda").view(case.B, H, 1, 1)
+            keep = keep & (rows // 128 != slot)
+        else:
+            keep = keep | (torch.rand(shape, generator=g, device="cuda") < 0.1)
         if case.mask == "bool":
             add = torch.where(keep, 0.0, float("-inf"))
         else:
-            add = torch.where(keep, torch.randn(case.qL, case.kL, generator=g,
+            add = torch.where(keep, torch.randn(shape, generator=g,
                                                 device="cuda"), float("-inf"))
-        mask = add.to(dt)[None, None].expand(case.B, H, case.qL, case.kL)
+        add = add.to(dt)
+        if case.mask_slices == "per_head":
+            mask = add
+        else:
+            mask = add[None, None].expand(case.B, H, case.qL, case.kL)
     sinks = None
     if case.sinks:
         sinks = torch.randn(H, generator=g, device="cuda", dtype=dt)
@@ -167,7 +185,7 @@ def reference(q, k, v, scale, mask_kind, mask, sinks, chunk=1024):
 def run_case(kernel: Kernel, case: Case, seed: int) -> dict:
     import torch
     q, k, v, mask, sinks = make_inputs(case, seed)
-    scale = 1.0 / math.sqrt(case.D)
+    scale = (-1.0 if case.negative_scale else 1.0) / math.sqrt(case.D)
     o = torch.empty(case.B, q.shape[1], case.qL, case.D, device="cuda",
                     dtype=q.dtype)
     o.fill_(float("nan"))
@@ -209,6 +227,11 @@ def check_cases(quick: bool, configs: list[str]) -> list[Case]:
             cases.append(Case(D, dtype, mask, qL, kL, next(gqas),
                               layout=next(layouts), config=config))
         cases.append(Case(D, dtype, mask, 65, 300, 2, sinks=True, config=config))
+        cases.append(Case(D, dtype, mask, 127, 300, 2, negative_scale=True,
+                          config=config))
+        if mask in ("additive", "bool"):
+            cases.append(Case(D, dtype, mask, 300, 1000, 2,
+                              mask_slices="per_head", config=config))
     if not quick:
         for config, D, mask in itertools.product(configs, (192, 256, 512),
                                                  ("causal", "bool")):
@@ -284,14 +307,30 @@ def bench(args: argparse.Namespace) -> int:
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
             row = {"D": D, "L": L}
+            mask_kind, mask = 1, None
+            if args.window:
+                # gemma's sliding-window layers: an additive [L, L] mask
+                # broadcast over heads; FLOPs count the visible pairs.
+                W = args.window
+                pos = torch.arange(L, device="cuda")
+                keep = (pos[None] <= pos[:, None]) & (pos[None] > pos[:, None] - W)
+                mask = torch.where(keep, 0.0, float("-inf")).to(dt)
+                mask = mask[None, None].expand(1, H, L, L)
+                mask_kind = 2
+                flops = 4 * H * D * int(keep.sum().item())
+                row["window"] = W
+                del keep
             for config in args.configs:
                 try:
                     ms = _time(lambda: kernel(q, k, v, o, scale=scale,
-                                              mask_kind=1, config=config))
+                                              mask_kind=mask_kind, mask=mask,
+                                              config=config),
+                               iters=args.iters)
                 except LookupError:
                     continue
                 row[f"ours_{config}"] = flops / ms / 1e9
-            if args.no_torch:
+                row[f"ours_{config}_ms"] = ms
+            if args.no_torch or args.window:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 continue
@@ -342,6 +381,11 @@ def main() -> int:
                    choices=sorted(CONFIGS))
     r.add_argument("--no-torch", action="store_true",
                    help="time only the harness kernels")
+    r.add_argument("--iters", type=int, default=5,
+                   help="timed calls per point (the median is reported)")
+    r.add_argument("--window", type=int,
+                   help="time a sliding-window array mask of this width "
+                        "instead of the causal mask (harness kernels only)")
     r.add_argument("--json")
     args = ap.parse_args()
     if args.cmd == "build":
