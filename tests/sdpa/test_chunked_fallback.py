@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sdpa_support import fallback_env
 
 ENV = "MLX_SDPA_FALLBACK_CHUNK_BYTES"
 PATCH_PREFIX = "0010-"
@@ -88,6 +89,18 @@ elif spec["mode"] == "memory":
                        "out": o.nbytes, "scores": 4 * L * L * 4}
     print(json.dumps(res))
     sys.exit(0)
+elif spec["mode"] == "gpu":
+    # Issue 9's shape on the GPU stream: the caller forces the fallback.
+    if not (getattr(mx, "cuda", None) and mx.cuda.is_available()):
+        print(json.dumps({"skip": "no CUDA device"}))
+        sys.exit(0)
+    B, hq, hkv, L, D = spec["shape"]
+    r = np.random.default_rng(9)
+    q, k, v = (mx.array(r.standard_normal(sh).astype(np.float32)).astype(mx.bfloat16)
+               for sh in ((B, hq, L, D), (B, hkv, L, D), (B, hkv, L, D)))
+    o = mx.fast.scaled_dot_product_attention(q, k, v, scale=D ** -0.5, mask="causal")
+    # bfloat16 -> float16 is exact for attention outputs (|o| <= max |v|).
+    out["o"] = np.array(o.astype(mx.float16))
 elif spec["mode"] == "transforms":
     q, k, v, mask, sinks, scale = inputs(7, "float32", "causal+sinks", 4, 2, 37, 101)
     loss = lambda q, k, v: sdpa(q, k, v, mask, sinks, scale).sum()
@@ -101,8 +114,10 @@ print(json.dumps({"saved": len(out)}))
 '''
 
 
-def _worker(spec: dict, budget: str | None) -> dict:
+def _worker(spec: dict, budget: str | None,
+            extra_env: dict[str, str] | None = None) -> dict:
     env = dict(os.environ)
+    env.update(extra_env or {})
     env.pop(ENV, None)
     if budget is not None:
         env[ENV] = budget
@@ -237,6 +252,26 @@ def test_below_the_budget_nothing_changes(patched, tmp_path):
     for key, off in outs["0"].items():
         np.testing.assert_array_equal(outs[None][key], off)
         np.testing.assert_array_equal(outs[str(1 << 30)][key], off)
+
+
+@pytest.mark.gpu
+def test_gpu_chunked_matches_unchunked_at_4096(patched, tmp_path):
+    """Issue 9: head_dim 512, 32 query / 16 KV heads, 4096 causal tokens on
+    the GPU with the fused kernels off; 64 MiB chunks (a few hundred query
+    rows each) against the unchunked fallback."""
+    fused_off = {k: v for k, v in fallback_env().items() if k != ENV}
+    outs = {}
+    for budget in ("0", str(64 << 20)):
+        path = tmp_path / f"gpu{budget}.npz"
+        spec = {"mode": "gpu", "shape": [1, 32, 16, 4096, 512], "out": str(path)}
+        res = _worker(spec, budget, extra_env=fused_off)
+        if "skip" in res:
+            pytest.skip(f"needs a CUDA GPU: {res['skip']}")
+        with np.load(path) as data:
+            outs[budget] = data["o"].astype(np.float32)
+    chunked, full = outs[str(64 << 20)], outs["0"]
+    assert np.isfinite(chunked).all() and np.isfinite(full).all()
+    assert _close(chunked, full, "bfloat16") <= 0
 
 
 def test_transforms_see_the_unchunked_graph(patched, tmp_path):
