@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from mlx_builder.errors import ConfigError
+
 WORKERS = Path(__file__).resolve().parent / "bench_workers"
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TORCH_PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
@@ -360,6 +362,13 @@ def run_bench(wheel: Path, opts: BenchOptions) -> dict[str, Any]:
     result["torch_note"] = torch_note
     result["wheels"] = {"patched": Path(wheel).name,
                         "upstream": opts.baseline.name if opts.baseline else None}
+    report(result, out_dir)
+    return result
+
+
+def report(result: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Write and print bench.json, bench.md and the plots of ``result``."""
+    from mlx_builder.console import console
     paths = write_outputs(result, out_dir)
     console.print(paths["markdown"].read_text(), markup=False)
     for key in ("json", "markdown"):
@@ -368,4 +377,18 @@ def run_bench(wheel: Path, opts: BenchOptions) -> dict[str, Any]:
         console.print(f"plot: {png}")
     if paths.get("plots_skipped"):
         console.print(f"plots skipped: {paths['plots_skipped']}", markup=False)
+    return paths
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """A bench.json written earlier (for `bench --report`)."""
+    try:
+        result = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path} as a bench result: {exc}",
+                          "pass the bench.json an earlier `mlx-builder bench` wrote") from None
+    missing = [k for k in ("config", "runs", "records") if k not in result]
+    if missing:
+        raise ConfigError(f"{path} is not a bench result: no {', '.join(missing)}",
+                          "pass the bench.json an earlier `mlx-builder bench` wrote")
     return result

@@ -273,3 +273,39 @@ def test_unmeasured_peak_memory_shows_as_a_dash():
     result["records"][2]["peak_gib"] = float("nan")
     md = bench.markdown_report(result)
     assert "| 8 192 | 300 / 0.5 | 66 / — | 303 / — |" in md
+
+
+def _cli(args, capsys):
+    from mlx_builder.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_report_rewrites_the_table_and_plots_from_a_bench_json(tmp_path, capsys):
+    src = tmp_path / "device" / "bench.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps(fake_result()))
+    out = tmp_path / "report"
+    code, stdout, _ = _cli(["bench", "--report", str(src), "--out", str(out)], capsys)
+    assert code == 0
+    md = (out / "bench.md").read_text()
+    assert md == bench.markdown_report(fake_result())
+    assert "| 8 192 | 300 / 0.5 | 66 / 4.31 | 303 / 0.5 |" in stdout
+    assert json.loads((out / "bench.json").read_text()) == json.loads(src.read_text())
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["decode_tbps.png", "prefill_memory.png", "prefill_tflops.png"] or \
+        "plots skipped" in stdout
+
+
+@pytest.mark.parametrize("text,why", [("{not json", "cannot read"),
+                                      ('{"records": []}', "no config, runs")])
+def test_report_refuses_what_is_not_a_bench_json(tmp_path, capsys, text, why):
+    src = tmp_path / "x.json"
+    src.write_text(text)
+    code, _, err = _cli(["bench", "--report", str(src), "--out", str(tmp_path / "o")],
+                        capsys)
+    assert code == 10
+    assert why in err and "bench.json" in err
+    assert not (tmp_path / "o").exists()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.bench import TORCH_BACKENDS, BenchConfig, BenchOptions, parse_variant, run_bench
+from mlx_builder.bench import (TORCH_BACKENDS, BenchConfig, BenchOptions, load_result,
+                                parse_variant, report, run_bench)
 from mlx_builder.commands.test import newest_wheel, parse_env
 from mlx_builder.errors import ConfigError
 
@@ -57,14 +58,22 @@ def int_list(text: str) -> tuple[int, ...]:
               default=None)
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
               help="Environment for every MLX run (repeatable).")
+@click.option("--report", "report_json", type=click.Path(path_type=Path, dir_okay=False,
+                                                          exists=True),
+              default=None, help="Run nothing: rewrite bench.md and the plots under --out "
+                                 "from a bench.json made earlier (e.g. on a GPU node "
+                                 "without matplotlib).")
 @click.pass_obj
 def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
             dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, out_dir,
             python, system_site_packages, no_deps, reuse_venv, wheelhouse,
-            env_pairs) -> None:
+            env_pairs, report_json) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
     against --baseline and PyTorch's SDPA backends, each framework in its own
     process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""
+    if report_json is not None:
+        report(load_result(report_json), out_dir)
+        return
     wheel = wheel or newest_wheel(Path("dist"))
     backends = tuple(b.strip() for b in torch_backends.split(",") if b.strip())
     unknown = [b for b in backends if b not in TORCH_BACKENDS]
