@@ -136,7 +136,8 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 }
 
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
-// 2+ = candidate tilings for tuning (not in MLX), per head dim.
+// 2-3 = candidate tilings for tuning (not in MLX), per head dim, 4 = MLX's
+// wgmma configuration (sm_90a only).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -181,6 +182,9 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 3:
       return launch_or_fail<typename Candidates<D>::C3>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 4:
+      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kHopper>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -241,6 +245,7 @@ int smem_bytes(int config) {
     case 1: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kLarge>>();
     case 2: return smem_or_fail<typename Candidates<D>::C2>();
     case 3: return smem_or_fail<typename Candidates<D>::C3>();
+    case 4: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kHopper>>();
     default: return -1;
   }
 }

@@ -2,7 +2,7 @@
 """Drive the tiled attention kernel outside MLX: correctness and speed.
 
     python scripts/attn_harness/run.py build --mlx-src TREE [--arch 90a]
-    python scripts/attn_harness/run.py check [--quick] [--config small|large|both]
+    python scripts/attn_harness/run.py check [--quick] [--config all|both|small|large|hopper]
     python scripts/attn_harness/run.py bench [--json OUT]
 
 `build` compiles harness.cu against the kernel headers of a patched MLX tree
@@ -33,9 +33,10 @@ DEFAULT_LIB = HERE / "build" / "libattn_harness.so"
 
 MASKS = ("none", "causal", "additive", "bool")
 MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 2}
-# small / large: the configurations MLX uses; cand2 / cand3: candidate
-# tilings compiled only into the harness (see Candidates in harness.cu).
-CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3}
+# small / large / hopper: the configurations MLX uses (hopper: wgmma, sm_90a
+# only); cand2 / cand3: candidate tilings compiled only into the harness (see
+# Candidates in harness.cu).
+CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4}
 NO_CONFIG = 15  # harness return code: no such candidate for this head dim
 TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 
@@ -244,7 +245,10 @@ def check_cases(quick: bool, configs: list[str]) -> list[Case]:
 def check(args: argparse.Namespace) -> int:
     import torch
     kernel = Kernel(Path(args.lib))
-    configs = ["small", "large"] if args.config == "both" else [args.config]
+    # both: MLX's two mma.sync configurations; all: also the wgmma one
+    # (hopper), which needs an sm_90 GPU and a harness built for 90a.
+    configs = {"both": ["small", "large"],
+               "all": ["small", "large", "hopper"]}.get(args.config, [args.config])
     cases = check_cases(args.quick, configs)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     if args.sample:
@@ -368,7 +372,7 @@ def main() -> int:
     c = sub.add_parser("check")
     c.add_argument("--lib", default=str(DEFAULT_LIB))
     c.add_argument("--quick", action="store_true")
-    c.add_argument("--config", choices=["both", *sorted(CONFIGS)], default="both")
+    c.add_argument("--config", choices=["both", "all", *sorted(CONFIGS)], default="both")
     c.add_argument("--seed", type=int)
     c.add_argument("--sample", type=int, help="run N randomly chosen cases")
     c.add_argument("--json")
