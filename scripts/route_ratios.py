@@ -26,12 +26,14 @@ import sys
 # One process per entry: a label and its environment. "default" is the
 # routing itself; the others prefer one path (MLX_CUDA_SDPA_PATH). cuDNN may
 # take head dims up to 256 when preferred, so it can be timed there; "gb10"
-# is the tiled kernel's 99 KB configuration (sm_120/sm_121) run on this GPU.
+# is the tiled kernel's 99 KB configuration (sm_120/sm_121) run on this GPU,
+# "mma" its mma.sync configuration where wgmma would run (sm_90).
 RUNS = {
     "default": {},
     "cudnn": {"MLX_CUDA_SDPA_PATH": "cudnn", "MLX_CUDA_SDPA_CUDNN_MAX_HEAD_DIM": "256"},
     "tiled": {"MLX_CUDA_SDPA_PATH": "tiled"},
     "gb10": {"MLX_CUDA_SDPA_PATH": "tiled", "MLX_CUDA_SDPA_TILED_SMALL": "1"},
+    "mma": {"MLX_CUDA_SDPA_PATH": "tiled", "MLX_CUDA_SDPA_TILED_WGMMA": "0"},
     "decode": {"MLX_CUDA_SDPA_PATH": "decode"},
     "vector": {"MLX_CUDA_SDPA_PATH": "vector"},
     "fallback": {"MLX_CUDA_SDPA_PATH": "fallback"},

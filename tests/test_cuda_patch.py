@@ -89,7 +89,7 @@ def test_same_kernel_in_every_series():
     reference = next(iter(kernels.values()))
     assert set(reference) == {
         f"mlx/backend/cuda/device/attention_{n}.cuh"
-        for n in ("mask", "mma", "softmax", "tiled")}
+        for n in ("mask", "mma", "softmax", "tiled", "wgmma")}
     for name, files in kernels.items():
         assert files == reference, f"series {name} carries a different kernel"
 
@@ -140,6 +140,9 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     assert 0 < small <= SMALL_LIMIT, f"D={D} small config needs {small} bytes"
     assert 0 < large <= LARGE_LIMIT, f"D={D} large config needs {large} bytes"
     assert small <= large
+    # The wgmma (sm_90a) configuration, alignment slack included.
+    hopper = harness_lib.harness_smem_bytes(D, 4)
+    assert 0 < hopper <= LARGE_LIMIT, f"D={D} hopper config needs {hopper} bytes"
 
 
 def test_unknown_head_dim_is_rejected(harness_lib):
