@@ -29,21 +29,10 @@ int launch_liveness(
     attn::TiledParams& p,
     cudaStream_t stream) {
   attn::TileLivenessParams lp{};
-  lp.qL = p.qL;
-  lp.kL = p.kL;
-  lp.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
-  lp.num_k_tiles = (p.kL + Traits::BN - 1) / Traits::BN;
-  lp.mask_heads = p.M_strides[1] ? p.H : 1;
-  int mask_batches = p.M_strides[0] ? p.B : 1;
-  lp.slices = mask_batches * lp.mask_heads;
-  for (int i = 0; i < 3; ++i) {
-    lp.M_strides[i] = p.M_strides[i];
-  }
-  long long tiles = static_cast<long long>(lp.num_q_tiles) * lp.num_k_tiles;
-  p.live_strides[0] = mask_batches > 1 ? lp.mask_heads * tiles : 0;
-  p.live_strides[1] = lp.mask_heads > 1 ? tiles : 0;
+  long long bytes = attn::plan_tile_liveness<Traits::BM, Traits::BN>(
+      lp, p.live_strides, p.B, p.H, p.qL, p.kL, p.M_strides);
   cudaError_t err = cudaMallocAsync(
-      reinterpret_cast<void**>(live), tiles * lp.slices, stream);
+      reinterpret_cast<void**>(live), bytes, stream);
   if (err != cudaSuccess) {
     std::fprintf(stderr, "liveness alloc: %s\n", cudaGetErrorString(err));
     return 4;
