@@ -41,6 +41,10 @@ class BenchConfig:
     dtype: str = "bfloat16"
     warmup: int = 3
     iters: int = 10
+    # Calls issued per wait: 1 times each call to its end (latency, the
+    # framework's per-call cost included); N > 1 issues N calls back to back
+    # and waits once (device throughput), and reports the time per call.
+    queue: int = 1
     torch_backends: tuple[str, ...] = TORCH_BACKENDS
 
     def cases(self) -> list[list[Any]]:
@@ -53,7 +57,8 @@ class BenchConfig:
     def job(self, label: str, backends: Sequence[str] = ()) -> dict[str, Any]:
         return {"label": label, "cases": self.cases(), "heads": self.heads,
                 "kv_heads": self.kv_heads, "batch": self.batch, "dtype": self.dtype,
-                "warmup": self.warmup, "iters": self.iters, "backends": list(backends)}
+                "warmup": self.warmup, "iters": self.iters, "queue": self.queue,
+                "backends": list(backends)}
 
 
 @dataclass(frozen=True)
@@ -231,13 +236,22 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def timing_note(cfg: Mapping[str, Any]) -> str:
+    """How the times were taken, for report headers."""
+    queue = cfg.get("queue", 1)
+    rounds = f"median of {cfg['iters']} after {cfg['warmup']} warm-up rounds"
+    if queue > 1:
+        return (f"{queue} calls queued per wait (time per call: device throughput), "
+                f"{rounds}")
+    return f"each call waited for (latency), {rounds}"
+
+
 def markdown_report(result: Mapping[str, Any]) -> str:
     device, versions = device_and_versions(result)
     cfg = result["config"]
     lines = [f"# SDPA benchmark on {device}", "",
              f"{versions}. {cfg['dtype']}, B={cfg['batch']}, {cfg['heads']} query / "
-             f"{cfg['kv_heads']} KV heads; median of {cfg['iters']} after "
-             f"{cfg['warmup']} warm-up calls; {result['date']}.", ""]
+             f"{cfg['kv_heads']} KV heads; {timing_note(cfg)}; {result['date']}.", ""]
     cols = list(dict.fromkeys(column(r) for r in result["records"]))
     index = {(column(r), r["mode"], r["D"], r["kL"]): r for r in result["records"]}
     sections = (("prefill", "Prefill, causal: TFLOP/s (4·H·L²·D/2) / peak extra GiB",

@@ -57,6 +57,38 @@ def test_classify_and_median():
     assert len(calls) == 7
 
 
+def test_per_call_ms_divides_a_round_of_queued_calls(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(_common.time, "perf_counter", lambda: clock[0])
+    issued, waits = [], []
+
+    def wait():
+        waits.append(len(issued))
+        clock[0] += 1.0  # every round takes one second, whatever its size
+
+    job = {"warmup": 1, "iters": 3, "queue": 4}
+    assert _common.per_call_ms(lambda: issued.append(1), wait, job) == pytest.approx(250.0)
+    assert waits == [4, 8, 12, 16]  # one wait per round of four
+    job["queue"] = 1
+    assert _common.per_call_ms(lambda: issued.append(1), wait, job) == pytest.approx(1000.0)
+
+
+def test_queue_reaches_the_job_and_the_report_header():
+    from dataclasses import asdict, replace
+    queued = replace(SMALL, queue=8)
+    assert queued.job("patched")["queue"] == 8 and SMALL.job("patched")["queue"] == 1
+    result = fake_result()
+    assert "each call waited for (latency)" in bench.markdown_report(result)
+    result["config"] = {**result["config"], "queue": 8}
+    md = bench.markdown_report(result)
+    assert "8 calls queued per wait (time per call: device throughput)" in md
+    # bench.json files written before --queue existed read as latency runs
+    old = fake_result()
+    del old["config"]["queue"]
+    assert "each call waited for" in bench.markdown_report(old)
+    assert asdict(queued)["queue"] == 8
+
+
 def _lines(text: str) -> list[dict]:
     return [json.loads(x) for x in text.splitlines() if x.strip()]
 
@@ -145,8 +177,12 @@ import numpy as np
 __version__ = "0.0-fake"
 bfloat16 = float16 = "f2"
 _peak = [0]
+_live = [0]  # bytes held by live arrays: outputs waiting in a queue count
 class _A:
-    def __init__(self, a): self.a = a
+    def __init__(self, a):
+        self.a = a
+        _live[0] += a.nbytes
+    def __del__(self): _live[0] -= self.a.nbytes
     def astype(self, dt): return _A(self.a.astype(np.float16))
 class _No:
     @staticmethod
@@ -163,14 +199,14 @@ class fast:
         rep = q.a.shape[1] // k.a.shape[1]
         kk, vv = (np.repeat(x.a, rep, axis=1) for x in (k, v))
         s = q.a @ kk.swapaxes(-1, -2) * scale
-        _peak[0] = max(_peak[0], s.nbytes)
+        _peak[0] = max(_peak[0], _live[0] + s.nbytes)
         p = np.exp(s - s.max(-1, keepdims=True))
         return _A((p / p.sum(-1, keepdims=True)) @ vv)
 def eval(*a): pass
 def synchronize(): pass
 def clear_cache(): pass
-def get_active_memory(): return 0
-def reset_peak_memory(): _peak[0] = 0
+def get_active_memory(): return _live[0]
+def reset_peak_memory(): _peak[0] = _live[0]
 def get_peak_memory(): return _peak[0]
 def device_info(): return {"device_name": "NumPy"}
 '''
@@ -191,6 +227,11 @@ def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
     prefill64 = next(r for r in records if r["mode"] == "prefill" and r["kL"] == 64)
     assert prefill64["peak_gib"] * (1 << 30) == 4 * 64 * 64 * 2  # fp16 scores
     assert prefill64["tflops"] > 0 and records[-1]["tbps"] > 0
+    from dataclasses import replace
+    queued, _ = bench.run_worker(run, replace(config, queue=3), tmp_path / "q.log")
+    assert [r["status"] for r in queued] == ["ok"] * 3
+    q64 = next(r for r in queued if r["mode"] == "prefill" and r["kL"] == 64)
+    assert q64["peak_gib"] == prefill64["peak_gib"]  # from one call, not the queue
 
 
 def fake_result() -> dict:

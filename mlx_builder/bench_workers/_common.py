@@ -4,7 +4,11 @@ Job (argv[1], JSON)::
 
     {"label": "patched", "cases": [["prefill", D, qL, kL], ["decode", ...]],
      "heads": 32, "kv_heads": 16, "batch": 1, "dtype": "bfloat16",
-     "warmup": 3, "iters": 10, "backends": ["flash", ...]   # torch only}
+     "warmup": 3, "iters": 10, "queue": 1, "backends": ["flash", ...]   # torch only}
+
+"queue": calls issued per timed round. 1 waits for every call (latency);
+N > 1 issues N calls back to back, waits once and reports the time per call
+(device throughput). Peak memory is taken from single calls either way.
 
 Output, one JSON object per line on stdout:
 
@@ -62,6 +66,19 @@ def median_ms(call: Callable[[], Any], warmup: int, iters: int) -> float:
         call()
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
+
+
+def per_call_ms(issue: Callable[[], Any], wait: Callable[[], Any], job: dict) -> float:
+    """Median time per call over rounds of job["queue"] issued calls and one
+    ``wait`` for all of them (see the module doc)."""
+    queue = max(1, int(job.get("queue", 1)))
+
+    def one_round() -> None:
+        for _ in range(queue):
+            issue()
+        wait()
+
+    return median_ms(one_round, job["warmup"], job["iters"]) / queue
 
 
 def classify(exc: BaseException) -> str:

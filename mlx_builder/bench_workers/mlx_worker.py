@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import emit, load_job, median_ms, run_cases
+from _common import emit, load_job, per_call_ms, run_cases
 
 
 def main(argv: list[str]) -> None:
@@ -38,13 +38,20 @@ def main(argv: list[str]) -> None:
         mx.clear_cache()
         base = mx.get_active_memory()
         mx.reset_peak_memory()
+        pending = []
 
-        def call():
-            mx.eval(mx.fast.scaled_dot_product_attention(
+        def issue():
+            pending.append(mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=D ** -0.5, mask=mask))
 
-        ms = median_ms(call, job["warmup"], job["iters"])
+        def wait():
+            mx.eval(pending)
+            pending.clear()
+
+        issue()
+        wait()  # one call alone: its peak memory
         peak = mx.get_peak_memory() - base
+        ms = per_call_ms(issue, wait, job)
         return {"ms": ms, "peak_bytes": peak, "kv_heads_read": Hkv}
 
     run_cases(job, ["mlx"], bench)

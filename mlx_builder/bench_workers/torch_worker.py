@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import emit, load_job, median_ms, run_cases
+from _common import emit, load_job, per_call_ms, run_cases
 
 
 def main(argv: list[str]) -> None:
@@ -41,16 +41,15 @@ def main(argv: list[str]) -> None:
         causal = mode == "prefill"
 
         def attempt(kk, vv, gqa):
-            def call():
+            def issue():
                 with sdpa_kernel(backends[backend]):
                     F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
                                                    scale=D ** -0.5, enable_gqa=gqa)
-                torch.cuda.synchronize()
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            ms = median_ms(call, job["warmup"], job["iters"])
+            ms = per_call_ms(issue, torch.cuda.synchronize, job)
             return ms, torch.cuda.max_memory_allocated() - base
 
         if Hkv == H:

@@ -45,6 +45,10 @@ def int_list(text: str) -> tuple[int, ...]:
               show_default=True)
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--iters", type=int, default=10, show_default=True, help="Timed calls (median).")
+@click.option("--queue", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Calls issued per wait. 1: each call is timed to its end (latency, "
+                   "per-call framework cost included); N: N calls back to back, one "
+                   "wait, time per call (device throughput).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("bench-results"), show_default=True)
 @click.option("--python", default=sys.executable, show_default="this Python",
@@ -65,7 +69,8 @@ def int_list(text: str) -> tuple[int, ...]:
                                  "without matplotlib).")
 @click.pass_obj
 def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
-            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, out_dir,
+            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, queue,
+            out_dir,
             python, system_site_packages, no_deps, reuse_venv, wheelhouse,
             env_pairs, report_json) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
@@ -87,7 +92,7 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
     config = BenchConfig(dims=int_list(dims), prefill_lengths=int_list(lengths),
                          decode_lengths=int_list(decode_lengths), heads=heads,
                          kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
-                         torch_backends=backends)
+                         queue=queue, torch_backends=backends)
     opts = BenchOptions(
         out_dir=out_dir, venv_root=settings.cache_dir / "bench-venvs", config=config,
         baseline=baseline, variants=parsed_variants,
