@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from mlx_builder.bench_workers._common import RESTART_EXIT
 from mlx_builder.errors import ConfigError
 
 WORKERS = Path(__file__).resolve().parent / "bench_workers"
@@ -111,6 +112,8 @@ def run_worker(run: Run, config: BenchConfig, log: Path, *,
             while pending:
                 job = config.job(run.label, [backend] if run.backends else ())
                 job["cases"] = pending
+                job["oom_at"] = [[r["mode"], r["D"], r["kL"]] for r in records
+                                 if r["status"] == "oom" and r["backend"] == backend]
                 got, meta_now, in_flight, rc = _one_worker(run, job, fh, timeout,
                                                            on_record)
                 meta = meta_now or meta
@@ -119,6 +122,8 @@ def run_worker(run: Run, config: BenchConfig, log: Path, *,
                 pending = [c for c in pending if tuple(c) not in done]
                 if rc == 0 or not pending:
                     break
+                if rc == RESTART_EXIT and got:
+                    continue  # stopped after an out-of-memory: a fresh process goes on
                 why = f"worker exited with {rc} (log {log})"
                 lost = [in_flight] if in_flight in pending else pending
                 for case in lost:

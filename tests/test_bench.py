@@ -103,8 +103,16 @@ def test_run_cases_protocol_and_oom_skip(capsys):
             raise ValueError("no fused kernel is available")
         return {"ms": 2.0, "peak_bytes": 1 << 30, "kv_heads_read": 2}
 
-    _common.run_cases(job, ["mlx"], fake)
+    # The out-of-memory ends the process (cases remain); the parent starts a
+    # fresh one for the rest and tells it which lengths ran out of memory.
+    with pytest.raises(SystemExit) as stop:
+        _common.run_cases(job, ["mlx"], fake)
+    assert stop.value.code == _common.RESTART_EXIT
     msgs = _lines(capsys.readouterr().out)
+    assert "done" not in [m["type"] for m in msgs]
+    rest = {**job, "cases": job["cases"][4:], "oom_at": [["prefill", 256, 128]]}
+    _common.run_cases(rest, ["mlx"], fake)
+    msgs += _lines(capsys.readouterr().out)
     assert msgs[-1] == {"type": "done"}
     results = [m for m in msgs if m["type"] == "result"]
     status = {(r["mode"], r["D"], r["kL"]): r["status"] for r in results}
@@ -118,6 +126,17 @@ def test_run_cases_protocol_and_oom_skip(capsys):
     assert len(starts) == 5  # the skipped case never starts
 
 
+def test_out_of_memory_as_the_last_case_ends_the_worker_normally(capsys):
+    job = {**SMALL.job("x"), "cases": [["prefill", 64, 128, 128]]}
+
+    def oom(*args):
+        raise RuntimeError("[malloc] out of memory")
+
+    _common.run_cases(job, ["mlx"], oom)
+    msgs = _lines(capsys.readouterr().out)
+    assert [m["type"] for m in msgs] == ["start", "result", "done"]
+
+
 FAKE_WORKER = '''
 import os, sys
 sys.path.insert(0, {workers!r})
@@ -127,9 +146,13 @@ if os.environ.get("DIE_AT_IMPORT"):
     sys.exit(3)
 emit({{"type": "meta", "framework": "mlx", "label": job["label"], "version": "9",
       "device": "Fake GPU"}})
+FAILED = []
 def fake(backend, mode, D, qL, kL):
     if mode == "prefill" and D == 64 and kL == 256:
         os._exit(134)  # an abort inside the framework
+    if FAILED or (os.environ.get("OOM_AT") == f"{{mode}}{{D}}" and kL >= 128):
+        FAILED.append(1)  # like MLX: every allocation after an OOM fails
+        raise RuntimeError("[malloc] out of memory")
     return {{"ms": 1.0, "peak_bytes": kL * 1024, "kv_heads_read": 2}}
 run_cases(job, job["backends"] or ["mlx"], fake)
 '''
@@ -151,6 +174,18 @@ def test_worker_crash_is_recorded_and_the_rest_still_runs(fake_script, tmp_path)
     assert status[("prefill", 64, 256)] == "crashed"
     assert "exited with 134" in next(r["error"] for r in records if r["status"] == "crashed")
     assert sum(s == "ok" for s in status.values()) == 5 and len(records) == 6 == len(seen)
+
+
+def test_a_fresh_worker_takes_the_cases_after_an_out_of_memory(fake_script, tmp_path):
+    run = bench.Run("patched", "mlx", sys.executable, {"OOM_AT": "prefill256"},
+                    script_path=fake_script)
+    records, _ = bench.run_worker(run, SMALL, tmp_path / "w.log")
+    status = {(r["mode"], r["D"], r["kL"]): r["status"] for r in records}
+    assert status == {("prefill", 64, 128): "ok", ("prefill", 64, 256): "crashed",
+                      ("decode", 64, 512): "ok",
+                      ("prefill", 256, 128): "oom", ("prefill", 256, 256): "skipped",
+                      ("decode", 256, 512): "ok"}
+    assert len(records) == 6
 
 
 def test_worker_that_dies_before_any_case(fake_script, tmp_path):

@@ -33,6 +33,11 @@ import time
 from typing import Any, Callable, Iterable
 
 GIB = float(1 << 30)
+# Exit status of a worker that stopped after an out-of-memory with cases
+# left: an MLX process fails every later allocation once one has failed
+# (seen on the H200), so a fresh process runs the rest. The parent passes
+# the lengths already out of memory back in job["oom_at"].
+RESTART_EXIT = 75
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 
@@ -109,11 +114,13 @@ def run_cases(job: dict, backends: Iterable[str],
 
     ``bench(backend, mode, D, qL, kL)`` returns {"ms", "peak_bytes",
     "kv_heads_read"} or raises; after an out-of-memory, longer sequences of
-    the same (backend, mode, D) are skipped.
+    the same (backend, mode, D) are skipped, and the process exits with
+    RESTART_EXIT if other cases remain.
     """
     for backend in backends:
-        oom_at: dict[tuple[str, int], int] = {}
-        for mode, D, qL, kL in job["cases"]:
+        oom_at: dict[tuple[str, int], int] = {
+            (mode, D): kL for mode, D, kL in job.get("oom_at", [])}
+        for index, (mode, D, qL, kL) in enumerate(job["cases"]):
             base = {"type": "result", "label": job["label"], "backend": backend,
                     "mode": mode, "D": D, "qL": qL, "kL": kL, "ms": None,
                     "tflops": None, "tbps": None, "peak_gib": None, "error": None}
@@ -127,10 +134,12 @@ def run_cases(job: dict, backends: Iterable[str],
                 got = bench(backend, mode, D, qL, kL)
             except Exception as exc:  # recorded, never a crash of the run
                 status = classify(exc)
-                if status == "oom":
-                    oom_at[(mode, D)] = kL
                 emit({**base, "status": status,
                       "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
+                if status == "oom":
+                    oom_at[(mode, D)] = kL
+                    if index + 1 < len(job["cases"]):
+                        raise SystemExit(RESTART_EXIT)
                 continue
             emit({**base, "status": "ok", "ms": got["ms"],
                   "peak_gib": got["peak_bytes"] / GIB,
