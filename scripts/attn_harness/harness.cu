@@ -9,6 +9,7 @@
 #include "mlx/backend/cuda/device/attention_decode.cuh"
 #include "mlx/backend/cuda/device/attention_tiled.cuh"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -19,6 +20,62 @@ namespace attn = mlx::core::cu::attention;
 namespace {
 
 enum DtypeCode { kFloat16 = 0, kBFloat16 = 1 };
+
+// Split-head-dim wgmma blocks load Q, K and V through TMA maps. MLX's
+// launcher calls cuTensorMapEncodeTiled; the harness does not link the
+// driver and asks the runtime for the same entry point.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t,
+                                 void*, const cuuint64_t*, const cuuint64_t*,
+                                 const cuuint32_t*, const cuuint32_t*,
+                                 CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion,
+                                 CUtensorMapFloatOOBfill);
+
+// The CUDA version that introduced cuTensorMapEncodeTiled.
+constexpr unsigned kEncodeTiledVersion = 12000;
+
+EncodeTiled encode_tiled() {
+  static EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f,
+                                         kEncodeTiledVersion,
+                                         cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<EncodeTiled>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+template <typename Traits, typename T>
+int encode_maps(const void* q, const void* k, const void* v,
+                attn::TiledParams& p) {
+  EncodeTiled encode = encode_tiled();
+  if (!encode) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+    return 6;
+  }
+  CUtensorMapDataType type = std::is_same_v<T, __half>
+      ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  int kv_heads = p.H / p.gqa_factor;
+  CUresult rq = attn::encode_tile_map(encode, &p.q_map, type, q, p.B, p.H,
+                                      p.qL, Traits::D, p.Q_strides, Traits::BM);
+  CUresult rk = attn::encode_tile_map(encode, &p.k_map, type, k, p.B,
+                                      kv_heads, p.kL, Traits::D, p.K_strides,
+                                      Traits::BN);
+  CUresult rv = attn::encode_tile_map(encode, &p.v_map, type, v, p.B,
+                                      kv_heads, p.kL, Traits::D, p.V_strides,
+                                      Traits::BN);
+  if (rq != CUDA_SUCCESS || rk != CUDA_SUCCESS || rv != CUDA_SUCCESS) {
+    std::fprintf(stderr, "tensor map encoding failed: %d %d %d\n", rq, rk, rv);
+    return 7;
+  }
+  return 0;
+}
 
 // For an array mask, MLX's launcher first builds the tile liveness map with
 // kernel_mask_tile_liveness; the harness does the same, in a scratch buffer.
@@ -62,6 +119,11 @@ int launch_typed(
   if (err != cudaSuccess) {
     std::fprintf(stderr, "smem attribute: %s\n", cudaGetErrorString(err));
     return 2;
+  }
+  if constexpr (Traits::kSplitQk) {
+    if (int rc = encode_maps<Traits, T>(q, k, v, p)) {
+      return rc;
+    }
   }
   uint8_t* live = nullptr;
   if constexpr (M == attn::MaskKind::kArray) {
