@@ -81,6 +81,10 @@ def run_case(D: int, dtype: str, mask_kind: str, gqa: int, qL: int, kL: int,
         stale = mx.array(1e3 * rng.standard_normal((B, hkv, pad, D), np.float32))
         k = mx.concatenate([k, stale.astype(k.dtype)], axis=2)[:, :, :kL, :]
         v = mx.concatenate([v, stale.astype(v.dtype)], axis=2)[:, :, :kL, :]
+    elif layout == "kv_broadcast":
+        # one K/V for the whole batch, broadcast with a zero batch stride
+        # (the TMA path of head dim 512 must copy it first)
+        k, v = (mx.broadcast_to(a[:1], a.shape) for a in (k, v))
     mask = to_mx(mx, mask_np, dtype)
 
     out = sdpa(mx, q, k, v, scale, mask, force_fused=force_for(D, dtype))
@@ -180,13 +184,14 @@ def test_decode(D, dtype, mask, gqa, qL, kL):
 
 
 # ---------------------------------------------------------------------------
-# 4. Input layouts mlx-lm produces
+# 4. Input layouts: what mlx-lm produces, and strides a kernel must copy
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("D,layout,mask,qL,kL", [
     pytest.param(D, lay, m, qL, kL, id=f"D{D}-{lay}-{m}-q{qL}k{kL}")
     for D, lay, m, (qL, kL) in itertools.product(
-        (192, 256, 512), ("transposed", "kv_sliced"), ("none", "causal"),
+        (192, 256, 512), ("transposed", "kv_sliced", "kv_broadcast"),
+        ("none", "causal"),
         ((65, 300), (1, 300), (300, 300)))
 ])
 def test_layouts(D, layout, mask, qL, kL):
