@@ -249,7 +249,8 @@ def check(args: argparse.Namespace) -> int:
     # (hopper), which needs an sm_90 GPU and a harness built for 90a.
     configs = {"both": ["small", "large"],
                "all": ["small", "large", "hopper"]}.get(args.config, [args.config])
-    cases = check_cases(args.quick, configs)
+    cases = [c for c in check_cases(args.quick, configs)
+             if args.dims is None or c.D in args.dims]
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     if args.sample:
         # A reproducible subset, e.g. for compute-sanitizer runs.
@@ -375,6 +376,8 @@ def main() -> int:
     c.add_argument("--config", choices=["both", "all", *sorted(CONFIGS)], default="both")
     c.add_argument("--seed", type=int)
     c.add_argument("--sample", type=int, help="run N randomly chosen cases")
+    c.add_argument("--dims", type=int, nargs="+",
+                   help="only these head dims (default: 192 256 512)")
     c.add_argument("--json")
     r = sub.add_parser("bench")
     r.add_argument("--lib", default=str(DEFAULT_LIB))
