@@ -88,6 +88,24 @@ def column(record: Mapping[str, Any]) -> str:
     return f"torch-{record['backend']}"
 
 
+def speedups(result: Mapping[str, Any], D: int,
+             mode: str = "prefill") -> dict[str, list[tuple[int, float]]]:
+    """How many times faster the first run (the wheel under test) is than each
+    other implementation, per length where both measured: column -> [(kL, ×)].
+    Prefill compares TFLOP/s, decode TB/s."""
+    metric = "tflops" if mode == "prefill" else "tbps"
+    reference = str(result["runs"][0]["label"])
+    value = {(column(r), r["kL"]): r[metric] for r in result["records"]
+             if r["mode"] == mode and r["D"] == D and r["status"] == "ok"
+             and r.get(metric)}
+    out: dict[str, list[tuple[int, float]]] = {}
+    for (col, kL), v in value.items():
+        ref = value.get((reference, kL))
+        if col != reference and ref is not None:
+            out.setdefault(col, []).append((kL, ref / v))
+    return {c: sorted(points) for c, points in out.items()}
+
+
 # ------------------------------------------------------------------ workers
 
 def _crashed(run: Run, case: Sequence[Any], backend: str, why: str) -> dict:
@@ -274,6 +292,20 @@ def markdown_report(result: Mapping[str, Any]) -> str:
                 cells = [_cell(index.get((c, mode, D, L)), mode) for c in cols]
                 lines.append("| " + " | ".join([f"{L:,}".replace(",", " "), *cells]) + " |")
             lines.append("")
+    reference = result["runs"][0]["label"] if result.get("runs") else None
+    for D in cfg["dims"]:
+        ratios = speedups(result, D) if reference else {}
+        if not ratios:
+            continue
+        by = {(c, L): x for c, pts in ratios.items() for L, x in pts}
+        lines += [f"## Prefill speed-up of {reference} over each other run, "
+                  f"head_dim {D} (×, from TFLOP/s)", "",
+                  "| " + " | ".join(["L", *ratios]) + " |",
+                  "|" + "---|" * (len(ratios) + 1)]
+        for L in cfg["prefill_lengths"]:
+            cells = [f"{by[(c, L)]:.2f}" if (c, L) in by else "—" for c in ratios]
+            lines.append("| " + " | ".join([f"{L:,}".replace(",", " "), *cells]) + " |")
+        lines.append("")
     lines += ["OOM: out of memory (longer lengths then skipped: (OOM)); n/a: the "
               "backend has no kernel for the shape; crash: the worker died. Torch "
               "rows that could not use GQA read expanded K/V (see kv_heads_read in "

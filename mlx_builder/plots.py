@@ -3,7 +3,9 @@
 Three figures, one panel per head dim, one line per implementation:
 prefill TFLOP/s vs L, prefill peak extra GiB vs L, decode TB/s vs kL. The
 device and the versions are in each title. Out-of-memory and unsupported
-points are left out of the lines and listed under the panel.
+points are left out of the lines and listed under the panel. A fourth,
+prefill_speedup.png, shows how many times faster the wheel under test is than
+each other run, with the ratios written at the points.
 """
 
 from __future__ import annotations
@@ -100,4 +102,39 @@ def make_plots(result: Mapping[str, Any], out_dir: Path) -> list[Path]:
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
-    return written
+    speedup = _speedup_figure(plt, ticker, result, out_dir, device, versions)
+    return written + ([speedup] if speedup else [])
+
+
+def _speedup_figure(plt: Any, ticker: Any, result: Mapping[str, Any], out_dir: Path,
+                    device: str, versions: str) -> Path | None:
+    from mlx_builder.bench import speedups
+    panels = [(D, speedups(result, D)) for D in result["config"]["dims"]]
+    panels = [(D, lines) for D, lines in panels if lines]
+    if not panels:
+        return None
+    reference = result["runs"][0]["label"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6),
+                             squeeze=False)
+    for ax, (D, lines) in zip(axes[0], panels):
+        for label, points in lines.items():
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            ax.plot(xs, ys, marker="o", label=f"÷ {label}")
+            for x, y in points:
+                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points",
+                            xytext=(0, 5), ha="center", fontsize=7)
+        ax.axhline(1.0, color="grey", lw=1, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_length_label))
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("sequence length L")
+        ax.set_ylabel(f"{reference} speed-up (×)")
+        ax.set_title(f"head_dim {D}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"prefill speed-up of {reference} on {device}\n{versions}", fontsize=10)
+    fig.tight_layout()
+    path = out_dir / "prefill_speedup.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

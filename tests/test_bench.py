@@ -310,6 +310,21 @@ def test_markdown_report_from_a_result():
     assert "| 131 072 | 3.1 / 2 |" in md
 
 
+def test_speedups_of_the_wheel_under_test_over_each_other_run():
+    result = fake_result()
+    # patched 300 TFLOP/s at 8k against upstream 66 and torch flash 303; at 32k
+    # upstream ran out of memory and torch did not run: no ratio there.
+    assert bench.speedups(result, 256) == {"upstream": [(8192, 300.0 / 66.0)],
+                                           "torch-flash": [(8192, 300.0 / 303.0)]}
+    assert bench.speedups(result, 512) == {}  # nothing measured on both sides
+    md = bench.markdown_report(result)
+    assert "## Prefill speed-up of patched over each other run, head_dim 256" in md
+    assert "| L | upstream | torch-flash |" in md
+    assert "| 8 192 | 4.55 | 0.99 |" in md
+    assert "| 32 768 | — | — |" in md
+    assert "speed-up of patched over each other run, head_dim 512" not in md
+
+
 def test_write_outputs_without_matplotlib(tmp_path, monkeypatch):
     def missing():
         raise plots.PlotsUnavailable("matplotlib is not installed: pip install x")
@@ -324,7 +339,7 @@ def test_plots_from_a_result(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') not installed")
     written = plots.make_plots(fake_result(), tmp_path)
     assert [p.name for p in written] == ["prefill_tflops.png", "prefill_memory.png",
-                                         "decode_tbps.png"]
+                                         "decode_tbps.png", "prefill_speedup.png"]
     for p in written:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
     lines = plots.series(fake_result(), "prefill", 256, "tflops")
@@ -371,7 +386,8 @@ def test_report_rewrites_the_table_and_plots_from_a_bench_json(tmp_path, capsys)
     assert "| 8 192 | 300 / 0.5 | 66 / 4.31 | 303 / 0.5 |" in stdout
     assert json.loads((out / "bench.json").read_text()) == json.loads(src.read_text())
     pngs = sorted(p.name for p in out.glob("*.png"))
-    assert pngs == ["decode_tbps.png", "prefill_memory.png", "prefill_tflops.png"] or \
+    assert pngs == ["decode_tbps.png", "prefill_memory.png", "prefill_speedup.png",
+                    "prefill_tflops.png"] or \
         "plots skipped" in stdout
 
 
