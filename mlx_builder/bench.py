@@ -93,6 +93,8 @@ def speedups(result: Mapping[str, Any], D: int,
     """How many times faster the first run (the wheel under test) is than each
     other implementation, per length where both measured: column -> [(kL, ×)].
     Prefill compares TFLOP/s, decode TB/s."""
+    if not result.get("runs"):
+        return {}
     metric = "tflops" if mode == "prefill" else "tbps"
     reference = str(result["runs"][0]["label"])
     value = {(column(r), r["kL"]): r[metric] for r in result["records"]
@@ -292,11 +294,11 @@ def markdown_report(result: Mapping[str, Any]) -> str:
                 cells = [_cell(index.get((c, mode, D, L)), mode) for c in cols]
                 lines.append("| " + " | ".join([f"{L:,}".replace(",", " "), *cells]) + " |")
             lines.append("")
-    reference = result["runs"][0]["label"] if result.get("runs") else None
     for D in cfg["dims"]:
-        ratios = speedups(result, D) if reference else {}
+        ratios = speedups(result, D)
         if not ratios:
             continue
+        reference = result["runs"][0]["label"]
         by = {(c, L): x for c, pts in ratios.items() for L, x in pts}
         lines += [f"## Prefill speed-up of {reference} over each other run, "
                   f"head_dim {D} (×, from TFLOP/s)", "",

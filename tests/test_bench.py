@@ -323,6 +323,7 @@ def test_speedups_of_the_wheel_under_test_over_each_other_run():
     assert "| 8 192 | 4.55 | 0.99 |" in md
     assert "| 32 768 | — | — |" in md
     assert "speed-up of patched over each other run, head_dim 512" not in md
+    assert bench.speedups({**result, "runs": []}, 256) == {}  # no run to compare with
 
 
 def test_write_outputs_without_matplotlib(tmp_path, monkeypatch):
