@@ -88,18 +88,16 @@ def column(record: Mapping[str, Any]) -> str:
     return f"torch-{record['backend']}"
 
 
-def speedups(result: Mapping[str, Any], D: int,
-             mode: str = "prefill") -> dict[str, list[tuple[int, float]]]:
+def speedups(result: Mapping[str, Any], D: int) -> dict[str, list[tuple[int, float]]]:
     """How many times faster the first run (the wheel under test) is than each
-    other implementation, per length where both measured: column -> [(kL, ×)].
-    Prefill compares TFLOP/s, decode TB/s."""
+    other implementation at prefill, per length where both measured TFLOP/s:
+    column -> [(L, ×)]."""
     if not result.get("runs"):
         return {}
-    metric = "tflops" if mode == "prefill" else "tbps"
     reference = str(result["runs"][0]["label"])
-    value = {(column(r), r["kL"]): r[metric] for r in result["records"]
-             if r["mode"] == mode and r["D"] == D and r["status"] == "ok"
-             and r.get(metric)}
+    value = {(column(r), r["kL"]): r["tflops"] for r in result["records"]
+             if r["mode"] == "prefill" and r["D"] == D and r["status"] == "ok"
+             and r.get("tflops")}
     out: dict[str, list[tuple[int, float]]] = {}
     for (col, kL), v in value.items():
         ref = value.get((reference, kL))

@@ -11,16 +11,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from mlx_builder.bench import speedups  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 TARGETS = {256: 4.0, 512: 3.0}
 
 
-def ratios(path, dim, num="patched", den="fallback"):
-    recs = [r for r in json.loads(path.read_text())["records"]
-            if r.get("mode") == "prefill" and r["D"] == dim and r["status"] == "ok"]
-    by = {(r["label"], r["qL"]): r["tflops"] for r in recs}
-    return sorted((L, by[(num, L)] / by[(den, L)])
-                  for (lab, L) in by if lab == num and (den, L) in by)
+def ratios(path, dim):
+    return speedups(json.loads(path.read_text()), dim).get("fallback", [])
 
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
