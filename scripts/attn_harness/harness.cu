@@ -61,17 +61,9 @@ int encode_maps(const void* q, const void* k, const void* v,
   CUtensorMapDataType type = std::is_same_v<T, __half>
       ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
       : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  int kv_heads = p.H / p.gqa_factor;
-  CUresult rq = attn::encode_tile_map(encode, &p.q_map, type, q, p.B, p.H,
-                                      p.qL, Traits::D, p.Q_strides, Traits::BM);
-  CUresult rk = attn::encode_tile_map(encode, &p.k_map, type, k, p.B,
-                                      kv_heads, p.kL, Traits::D, p.K_strides,
-                                      Traits::BN);
-  CUresult rv = attn::encode_tile_map(encode, &p.v_map, type, v, p.B,
-                                      kv_heads, p.kL, Traits::D, p.V_strides,
-                                      Traits::BN);
-  if (rq != CUDA_SUCCESS || rk != CUDA_SUCCESS || rv != CUDA_SUCCESS) {
-    std::fprintf(stderr, "tensor map encoding failed: %d %d %d\n", rq, rk, rv);
+  CUresult r = attn::encode_tiled_maps<Traits>(encode, p, type, q, k, v);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "tensor map encoding failed: %d\n", r);
     return 7;
   }
   return 0;
