@@ -93,6 +93,10 @@ int launch_liveness(
   return 0;
 }
 
+// The GB10 proxy: when set, blocks reserve enough shared memory that a
+// second one cannot fit on a multiprocessor (attn::one_block_smem_bytes).
+bool g_one_block_per_sm = false;
+
 template <typename Traits, typename T, attn::MaskKind M>
 int launch_typed(
     const void* q,
@@ -106,13 +110,21 @@ int launch_typed(
   auto kernel = attn::kernel_sdpa_tiled<T, Traits, M>;
   attn::TiledParams p = p_in;
   p.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
+  int smem = Traits::kSmemBytes;
+  if (g_one_block_per_sm) {
+    int device = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(
+        &per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    smem = attn::one_block_smem_bytes(per_sm, smem);
+  }
   cudaError_t err = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) {
     std::fprintf(stderr, "smem attribute: %s\n", cudaGetErrorString(err));
     return 2;
   }
-  if constexpr (Traits::kSplitQk) {
+  if constexpr (Traits::kTmaLoads) {
     if (int rc = encode_maps<Traits, T>(q, k, v, p)) {
       return rc;
     }
@@ -124,7 +136,7 @@ int launch_typed(
     }
   }
   dim3 grid(p.H, p.num_q_tiles, p.B); // heads fastest, as MLX launches it
-  kernel<<<grid, Traits::THREADS, Traits::kSmemBytes, stream>>>(
+  kernel<<<grid, Traits::THREADS, smem, stream>>>(
       static_cast<const T*>(q),
       static_cast<const T*>(k),
       static_cast<const T*>(v),
@@ -179,22 +191,49 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 }
 
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
-// 2-3 = candidate tilings for tuning (not in MLX), per head dim, 4 = MLX's
-// wgmma configuration (sm_90a only).
+// 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
+// 4 = MLX's wgmma configuration (sm_90a only).
 template <int D>
 struct Candidates {
   using C2 = void;
   using C3 = void;
+  using C5 = void;
+  using C6 = void;
+  using C7 = void;
+  using C8 = void;
+};
+template <int D, int BM, int BN, int WARPS_DV, int SLOTS>
+using RingTraits = attn::TiledTraits<D, BM, BN, WARPS_DV, SLOTS, false,
+                                     attn::MmaKind::kWarp,
+                                     attn::Pipeline::kRing>;
+// The staged 4-warp tiles the ring replaced in MLX's small configuration
+// (and, at 512, in its large one) stay here for A/B runs.
+template <>
+struct Candidates<192> {
+  using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // MLX's small before
+  using C3 = void;
+  using C5 = RingTraits<192, 128, 32, 1, 3>;
+  using C6 = void;
+  using C7 = void;
+  using C8 = void;
 };
 template <>
 struct Candidates<256> {
-  using C2 = attn::TiledTraits<256, 128, 64, 2, 2>; // 16 warps, shared S
+  using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // MLX's small before
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
+  using C5 = RingTraits<256, 128, 48, 1, 3>; // 72 KB
+  using C6 = RingTraits<256, 128, 32, 1, 3>; // 64 KB
+  using C7 = void;
+  using C8 = void;
 };
 template <>
 struct Candidates<512> {
-  using C2 = attn::TiledTraits<512, 64, 32, 2, 2, false>; // recomputed S
-  using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // 99 KB, 2 stages
+  using C2 = attn::TiledTraits<512, 64, 32, 2, 2>;        // MLX's large before
+  using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
+  using C5 = RingTraits<512, 64, 32, 2, 3>; // 112 KB
+  using C6 = RingTraits<512, 64, 16, 2, 3>; // 72 KB
+  using C7 = void;
+  using C8 = void;
 };
 
 template <typename Traits>
@@ -228,6 +267,18 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 4:
       return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kHopper>>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 5:
+      return launch_or_fail<typename Candidates<D>::C5>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 6:
+      return launch_or_fail<typename Candidates<D>::C6>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 7:
+      return launch_or_fail<typename Candidates<D>::C7>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 8:
+      return launch_or_fail<typename Candidates<D>::C8>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -289,8 +340,16 @@ int smem_bytes(int config) {
     case 2: return smem_or_fail<typename Candidates<D>::C2>();
     case 3: return smem_or_fail<typename Candidates<D>::C3>();
     case 4: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kHopper>>();
+    case 5: return smem_or_fail<typename Candidates<D>::C5>();
+    case 6: return smem_or_fail<typename Candidates<D>::C6>();
+    case 7: return smem_or_fail<typename Candidates<D>::C7>();
+    case 8: return smem_or_fail<typename Candidates<D>::C8>();
     default: return -1;
   }
+}
+
+extern "C" void harness_set_one_block_per_sm(int on) {
+  g_one_block_per_sm = on != 0;
 }
 
 extern "C" int harness_smem_bytes(int head_dim, int config) {

@@ -34,9 +34,10 @@ DEFAULT_LIB = HERE / "build" / "libattn_harness.so"
 MASKS = ("none", "causal", "additive", "bool")
 MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 2}
 # small / large / hopper: the configurations MLX uses (hopper: wgmma, sm_90a
-# only); cand2 / cand3: candidate tilings compiled only into the harness (see
-# Candidates in harness.cu).
-CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4}
+# only); cand2 / cand3 / cand5 ... cand8: candidate tilings compiled only into
+# the harness (see Candidates in harness.cu).
+CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4,
+           "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8}
 NO_CONFIG = 15  # harness return code: no such candidate for this head dim
 TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 
@@ -74,8 +75,11 @@ class Case:
 
 
 class Kernel:
-    def __init__(self, lib_path: Path) -> None:
+    def __init__(self, lib_path: Path, one_block_per_sm: bool = False) -> None:
         self.lib = ctypes.CDLL(str(lib_path))
+        # The GB10 proxy: a block reserves shared memory so that no second
+        # block fits on a multiprocessor (one_block_smem_bytes).
+        self.lib.harness_set_one_block_per_sm(int(one_block_per_sm))
         f = self.lib.harness_sdpa_tiled
         f.restype = ctypes.c_int
         ll_p = ctypes.POINTER(ctypes.c_longlong)
@@ -296,22 +300,29 @@ def _time(fn, warmup=2, iters=5):
     return times[len(times) // 2]
 
 
+def causal_pairs(qL: int, kL: int) -> int:
+    """(query, key) pairs MLX's bottom-right causal mask leaves visible."""
+    return qL * (kL - qL) + qL * (qL + 1) // 2
+
+
 def bench(args: argparse.Namespace) -> int:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    kernel = Kernel(Path(args.lib))
+    kernel = Kernel(Path(args.lib), args.one_block_per_sm)
     rows = []
-    H, Hkv = 32, 16
+    H, Hkv = 32, args.hkv
     for D in args.dims:
         for L in args.lengths:
-            flops = 4 * H * L * L * D / 2
+            qL = args.q_len or L
+            flops = 4 * H * causal_pairs(qL, L) * D
             dt = torch.bfloat16
-            q = torch.randn(1, H, L, D, device="cuda", dtype=dt)
+            q = torch.randn(1, H, qL, D, device="cuda", dtype=dt)
             k = torch.randn(1, Hkv, L, D, device="cuda", dtype=dt)
             v = torch.randn(1, Hkv, L, D, device="cuda", dtype=dt)
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
-            row = {"D": D, "L": L}
+            row = {"D": D, "L": L, "qL": qL, "Hkv": Hkv,
+                   "one_block_per_sm": args.one_block_per_sm}
             mask_kind, mask = 1, None
             if args.window:
                 # gemma's sliding-window layers: an additive [L, L] mask
@@ -335,7 +346,8 @@ def bench(args: argparse.Namespace) -> int:
                     continue
                 row[f"ours_{config}"] = flops / ms / 1e9
                 row[f"ours_{config}_ms"] = ms
-            if args.no_torch or args.window:
+            # torch's is_causal is top-left aligned: compare only qL = kL.
+            if args.no_torch or args.window or qL != L:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 continue
@@ -393,6 +405,14 @@ def main() -> int:
     r.add_argument("--window", type=int,
                    help="time a sliding-window array mask of this width "
                         "instead of the causal mask (harness kernels only)")
+    r.add_argument("--hkv", type=int, default=16,
+                   help="KV heads (32 query heads; gemma-4's global layers: 4)")
+    r.add_argument("--q-len", type=int,
+                   help="queries per call against each length's keys "
+                        "(mlx-lm's chunked prefill: 2048; default: qL = kL)")
+    r.add_argument("--one-block-per-sm", action="store_true",
+                   help="reserve shared memory so one block runs per "
+                        "multiprocessor (the GB10 proxy)")
     r.add_argument("--json")
     args = ap.parse_args()
     if args.cmd == "build":
