@@ -179,14 +179,20 @@ def bench(args: argparse.Namespace) -> int:
             v = torch.randn(1, Hkv, kL, D, device="cuda", dtype=dt)
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
-            splits = kernel.auto_splits(1, Hkv, 1, H // Hkv, D, kL)
-            ms = _time(lambda: kernel(q, k, v, o, scale=scale, causal=False,
-                                      splits=splits), warmup=3, iters=20)
-            kv_bytes = 2 * k.numel() * k.element_size()
-            row = {"D": D, "kL": kL, "heads": H, "kv_heads": Hkv,
-                   "splits": splits, "ms": ms, "TB_s": kv_bytes / ms / 1e9}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            auto = kernel.auto_splits(1, Hkv, 1, H // Hkv, D, kL)
+            # --splits: the launcher's count ("auto") and/or fixed counts,
+            # to see where more splits would pay.
+            for choice in args.splits:
+                splits = auto if choice == "auto" else int(choice)
+                ms = _time(lambda: kernel(q, k, v, o, scale=scale,
+                                          causal=False, splits=splits),
+                           warmup=3, iters=20)
+                kv_bytes = 2 * k.numel() * k.element_size()
+                row = {"D": D, "kL": kL, "heads": H, "kv_heads": Hkv,
+                       "splits": splits, "auto": choice == "auto", "ms": ms,
+                       "TB_s": kv_bytes / ms / 1e9}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
             del q, k, v, o
             torch.cuda.empty_cache()
     if args.json:
@@ -211,6 +217,8 @@ def main() -> int:
                    default=[4096, 16384, 65536, 131072])
     b.add_argument("--heads", type=int, default=32)
     b.add_argument("--kv-heads", type=int, default=16)
+    b.add_argument("--splits", nargs="+", default=["auto"],
+                   help="split counts to time: 'auto' (the launcher's) or N")
     b.add_argument("--json")
     args = ap.parse_args()
     return check(args) if args.cmd == "check" else bench(args)
