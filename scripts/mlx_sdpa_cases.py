@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Time MLX's fast SDPA on the shapes users run, in this process's MLX.
+
+    python scripts/mlx_sdpa_cases.py --label NAME [--out FILE.jsonl]
+
+Run it once per environment (MLX reads its MLX_CUDA_SDPA_* variables once),
+e.g. the patched default, MLX_CUDA_SDPA_TILED_SMALL=1 (the 99 KB
+configuration), plus MLX_CUDA_SDPA_TILED_ONE_BLOCK_PER_SM=1 (GB10's
+occupancy), MLX_CUDA_SDPA_TILED_WGMMA=0 (mma.sync on sm_90) and
+MLX_CUDA_SDPA_TILED=0 (upstream's unfused fallback). Cases: causal prefill
+qL = kL, mlx-lm's chunked prefill (2048 queries against a long cache,
+bottom-right causal) and decode (one query); bf16, 32 query heads. Each call
+is waited for (latency); the median of --iters calls after --warmup. TFLOP/s
+count the visible (query, key) pairs: 4 * H * pairs * D. Decode reports
+TB/s of K and V read. One JSON line per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+# (kind, D, kv heads, qL, kL): prefill at gemma-4's two head dims, the
+# chunked-prefill step, and decode at both layer shapes.
+CASES = (
+    [("prefill", 256, 16, L, L) for L in (2048, 8192, 16384, 32768)]
+    + [("prefill", 512, 16, L, L) for L in (2048, 8192, 16384, 32768)]
+    + [("chunked", 256, 16, 2048, 32768), ("chunked", 512, 4, 2048, 32768)]
+    + [("decode", 256, 16, 1, 131072), ("decode", 512, 4, 1, 131072),
+       ("decode", 512, 4, 1, 32768)]
+)
+HEADS = 32
+
+
+def causal_pairs(qL: int, kL: int) -> int:
+    return qL * (kL - qL) + qL * (qL + 1) // 2
+
+
+def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
+    q = mx.random.normal((1, HEADS, qL, D)).astype(mx.bfloat16)
+    k = mx.random.normal((1, hkv, kL, D)).astype(mx.bfloat16)
+    v = mx.random.normal((1, hkv, kL, D)).astype(mx.bfloat16)
+    mx.eval(q, k, v)
+    mask = None if kind == "decode" else "causal"
+    scale = D ** -0.5
+
+    def call():
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        mx.eval(out)
+
+    mx.reset_peak_memory()
+    base = mx.get_active_memory()
+    call()
+    peak = mx.get_peak_memory() - base
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    ms = times[len(times) // 2] * 1e3
+    row = {"kind": kind, "D": D, "kv_heads": hkv, "qL": qL, "kL": kL,
+           "ms": ms, "peak_extra_gib": peak / 2**30}
+    if kind == "decode":
+        row["TB_s"] = 2 * k.nbytes / (ms * 1e-3) / 1e12
+    else:
+        row["TFLOPs"] = 4 * HEADS * causal_pairs(qL, kL) * D / (ms * 1e-3) / 1e12
+    del q, k, v
+    mx.clear_cache()
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--out", help="append JSON lines here too")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked", "decode"])
+    args = ap.parse_args()
+    import mlx.core as mx
+    env = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
+    for case in CASES:
+        if case[0] not in args.kinds:
+            continue
+        try:
+            row = time_case(mx, *case, args.warmup, args.iters)
+        except (RuntimeError, ValueError) as exc:  # out of memory, no kernel
+            row = {"kind": case[0], "D": case[1], "kv_heads": case[2],
+                   "qL": case[3], "kL": case[4], "error": str(exc)[:200]}
+        row.update(label=args.label, env=env, mlx=mx.__version__)
+        line = json.dumps(row)
+        print(line, flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
