@@ -41,7 +41,7 @@ FORMAT_PATCH = ["format-patch", "-1", "--stdout", "--zero-commit",
                 "--no-signature", "--no-stat", "--full-index", "--no-numbered",
                 "--no-renames", "--diff-algorithm=myers"]
 TRAILERS = ("Origin: mlx-builder tests\nForwarded: not-needed\n"
-            "Bug: https://example.com/bug/1\nApplies-To: {applies}")
+            "Bug: https://example.com/bug/1")
 
 
 def git(cwd: Path, *args: str, date: str = "2024-01-01T00:00:00+00:00",
@@ -189,7 +189,7 @@ class Upstream:
             apply_edits(scratch, spec.edits)
             body = spec.body
             if spec.trailers:
-                body += "\n\n" + TRAILERS.format(applies=applies)
+                body += "\n\n" + TRAILERS
             git(scratch, "add", "-A")
             git(scratch, "commit", "-q", "-m", f"{spec.subject}\n\n{body}",
                 date=f"2024-02-0{n + 1}T10:00:00+00:00")
@@ -225,6 +225,15 @@ class Upstream:
                           f'upstream = "{p["upstream"]}"', ""]
         self.patches_dir.mkdir(parents=True, exist_ok=True)
         (self.patches_dir / "index.toml").write_text("\n".join(lines))
+        self.write_sums()
+
+    def write_sums(self) -> None:
+        """patches/SHA256SUMS over every patch file (as export writes it)."""
+        lines = sorted(
+            f"{hashlib.sha256(p.read_bytes()).hexdigest()}  "
+            f"{p.relative_to(self.patches_dir).as_posix()}\n"
+            for p in self.patches_dir.glob("*/*.patch"))
+        (self.patches_dir / "SHA256SUMS").write_text("".join(lines))
 
 
 def build_upstream(root: Path, with_series: bool = True) -> Upstream:
