@@ -135,6 +135,7 @@ class Upstream:
     root: Path
     commits: dict[str, str] = field(default_factory=dict)
     series: list[dict] = field(default_factory=list)
+    common: list[dict] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -213,13 +214,40 @@ class Upstream:
                             "patches": entries})
         self.write_index()
 
+    def share(self, file: str, names: list[str]) -> None:
+        """Make ``file`` (byte-identical in the series ``names``) a common
+        patch: moved to patches/common/, index schema 2."""
+        entries = [p for s in self.series if s["name"] in names
+                   for p in s["patches"] if p.get("file") == file]
+        texts = {(self.patches_dir / n / file).read_bytes() for n in names}
+        assert len(texts) == 1 and len(entries) == len(names), file
+        (self.patches_dir / "common").mkdir(exist_ok=True)
+        (self.patches_dir / names[0] / file).rename(
+            self.patches_dir / "common" / file)
+        for name in names[1:]:
+            (self.patches_dir / name / file).unlink()
+        self.common.append({**entries[0], "series": list(names)})
+        for s in self.series:
+            if s["name"] in names:
+                s["patches"] = [{"common": file} if p.get("file") == file else p
+                                for p in s["patches"]]
+        self.write_index()
+
     def write_index(self) -> None:
-        lines = ["schema = 1", ""]
+        lines = [f"schema = {2 if self.common else 1}", ""]
+        for c in self.common:
+            series = ", ".join(f'"{n}"' for n in c["series"])
+            lines += ["[[common]]", f'file = "{c["file"]}"',
+                      f'target = "{c["target"]}"',
+                      f'upstream = "{c["upstream"]}"', f"series = [{series}]", ""]
         for s in self.series:
             lines += ["[[series]]", f'name = "{s["name"]}"',
                       f'base = "{s["base"]}"', f'versions = "{s["versions"]}"',
                       f'description = "{s["description"]}"', ""]
             for p in s["patches"]:
+                if "common" in p:
+                    lines += ["[[series.patches]]", f'common = "{p["common"]}"', ""]
+                    continue
                 lines += ["[[series.patches]]", f'file = "{p["file"]}"',
                           f'target = "{p["target"]}"',
                           f'upstream = "{p["upstream"]}"', ""]
