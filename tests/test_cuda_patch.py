@@ -143,6 +143,7 @@ def harness_lib(tmp_path_factory):
     return ctypes.CDLL(str(lib))
 
 
+@pytest.mark.nvcc
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     small = harness_lib.harness_smem_bytes(D, 0)
@@ -155,10 +156,12 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     assert 0 < hopper <= LARGE_LIMIT, f"D={D} hopper config needs {hopper} bytes"
 
 
+@pytest.mark.nvcc
 def test_unknown_head_dim_is_rejected(harness_lib):
     assert harness_lib.harness_smem_bytes(160, 0) == -1
 
 
+@pytest.mark.nvcc
 def test_decode_rows_per_block_and_splits(harness_lib):
     rows = harness_lib.harness_decode_max_rows
     # Registers bound the query rows a CTA holds: 8 up to head_dim 256, 4 at 512.
