@@ -142,7 +142,7 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
         for job in prepared:
             _refuse_missing_common(job.series, job.exported, job.target)
         _check_shared(settings, index, common, {j.series.name for j in prepared})
-    results = [_compare(settings, *job, check) for job in prepared]
+    results = [_compare(settings, job, check) for job in prepared]
     if check:
         _raise_stale(results)
         return results
@@ -194,8 +194,9 @@ def _agree_on_common(prepared: list[_Job]
                      ) -> dict[str, tuple[PatchEntry, str, str]]:
     """{common rel: (entry, text, series)}; raises when two trees differ."""
     seen: dict[str, tuple[PatchEntry, str, str]] = {}
-    for series, *_rest in prepared:
-        for patch in _rest[-1]:
+    for job in prepared:
+        series = job.series
+        for patch in job.exported:
             if patch.entry is None or not patch.entry.is_common:
                 continue
             rel = patch.entry.rel
@@ -278,6 +279,7 @@ def _check_shared(settings: Settings, index: tuple[Series, ...],
 def _export_commits(tree: git.Repo, series: Series,
                     commits: list[str]) -> list[ExportedPatch]:
     by_subject: dict[str, PatchEntry] = {}
+    entry: PatchEntry | None
     context: dict[str, int] = {}
     for entry in series.patches:
         parsed = parse_patch(entry.path)
@@ -314,9 +316,8 @@ def _export_commits(tree: git.Repo, series: Series,
     return out
 
 
-def _compare(settings: Settings, series: Series, tree: Path, base: str,
-             head: str, target: str, exported: list[ExportedPatch],
-             check: bool) -> ExportResult:
+def _compare(settings: Settings, job: _Job, check: bool) -> ExportResult:
+    series, tree, base, head, target, exported = job
     root = Path(settings.patches_dir)
     directory = series.directory or (root / series.name)
     written, unchanged, stale, extra = [], [], [], []

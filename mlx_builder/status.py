@@ -97,7 +97,7 @@ def check_patches(repo: git.Repo, commit: str,
             merged_full = gitops.rev_commit(repo, merged) if merged else None
             if merged_full and gitops.is_ancestor(repo, merged_full, commit):
                 out.append(PatchStatus(entry, "upstream", [],
-                                       f"merged upstream in {merged[:9]}",
+                                       f"merged upstream in {(merged or '')[:9]}",
                                        missing_trailers=missing))
                 continue
             before = idx.tree()

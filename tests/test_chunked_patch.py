@@ -9,7 +9,6 @@ test_metal_patches.py.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
