@@ -4,10 +4,13 @@
 2. Check every patch, in order, in a scratch index (see status.py). Any
    conflict, or a patch already upstream that the index does not mark
    ``merged``, raises PatchConflictError before anything on disk changes.
+   (Patch files and their sha256 in patches/SHA256SUMS are checked when the
+   index is read.)
 3. Only then create (or re-point a clean existing) work tree at the base,
    record the base as ``refs/mlx-builder/base`` and commit each patch with
    its own author and date (committer fixed, committer date = author date),
-   so the same series on the same base always gives the same hashes.
+   so the same series on the same base always gives the same hashes. The
+   message gets the Applies-To trailer derived from the index.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import git
 
 from mlx_builder import gitops
 from mlx_builder.errors import DirtyTreeError, PatchConflictError
-from mlx_builder.series import (PatchEntry, Series, check_target, find_series,
-                                load_index, parse_patch, select_series)
+from mlx_builder.series import (PatchEntry, Series, applies_to, check_target,
+                                find_series, load_index, parse_patch,
+                                select_series, with_applies_to)
 from mlx_builder.settings import Settings
 from mlx_builder.status import PatchStatus, check_patches
 
@@ -77,7 +81,8 @@ def prepare_tree(settings: Settings, mlx_ref: str, *,
     try:
         previous = gitops.checkout_branch(tree, branch, resolved.commit)
         for st in apply_list:
-            commit_patch(tree, st.patch.path, three_way=st.three_way)
+            commit_patch(tree, st.patch.path, three_way=st.three_way,
+                         applies=applies_to(index, st.patch))
         _record(tree, settings.mlx_repo, resolved, series, target)
     except BaseException:
         undo.run()
@@ -112,15 +117,19 @@ def checkout_clean(settings: Settings, mlx_ref: str,
     return dest, resolved
 
 
-def commit_patch(tree: git.Repo, patch: Path, *, three_way: bool = False) -> str:
-    """Apply one patch file to the index and commit it like `git am`."""
+def commit_patch(tree: git.Repo, patch: Path, *, three_way: bool = False,
+                 applies: str | None = None) -> str:
+    """Apply one patch file to the index and commit it like `git am`;
+    ``applies`` (derived from the index) becomes the Applies-To trailer."""
     header = parse_patch(patch)
+    message = (header.message if applies is None
+               else with_applies_to(header.message, applies))
     args = ["apply", "--index", "--whitespace=nowarn"]
     args += ["--3way"] if three_way else []
     gitops.run_git(tree, *args, str(patch), env=gitops.ISOLATED_ENV)
     with tempfile.NamedTemporaryFile("w", suffix=".msg", delete=False,
                                      encoding="utf-8") as fh:
-        fh.write(header.message)
+        fh.write(message)
         msg = fh.name
     try:
         gitops.run_git(

@@ -48,7 +48,9 @@ def safe_extract(tf: tarfile.TarFile, dest: Path, strip: int = 0) -> None:
             os.symlink(member.linkname, target)
         elif member.isfile():
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tf.extractfile(member) as src, open(target, "wb") as dst:
+            src = tf.extractfile(member)
+            assert src is not None  # a regular file always has data
+            with src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             os.chmod(target, 0o755 if member.mode & 0o111 else 0o644)
 

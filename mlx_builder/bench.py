@@ -215,14 +215,17 @@ def find_torch_python(candidates: Iterable[str]) -> tuple[str | None, str]:
 def collect(runs: Sequence[Run], config: BenchConfig, log_dir: Path,
             on_record: Callable[[dict], None] = lambda r: None) -> dict:
     """Run every worker in turn; one result document."""
+    runs_out: list[dict] = []
+    records_out: list[dict] = []
     result = {"config": asdict(config), "host": platform.node(),
-              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": [], "records": []}
+              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs_out,
+              "records": records_out}
     for i, run in enumerate(runs, 1):
         records, meta = run_worker(run, config, log_dir / f"{i:02d}-{run.label}.log",
                                    on_record=on_record)
-        result["runs"].append({"label": run.label, "framework": run.framework,
-                               "env": dict(run.env), "meta": meta})
-        result["records"].extend(records)
+        runs_out.append({"label": run.label, "framework": run.framework,
+                         "env": dict(run.env), "meta": meta})
+        records_out.extend(records)
     return result
 
 

@@ -197,8 +197,8 @@ def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *
         with open(tmp, "wb") as raw, \
                 gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
-            for arcname, path, blob in members:
-                _add(tf, arcname, path, blob)
+            for arcname, src, blob in members:
+                _add(tf, arcname, src, blob)
         tmp.replace(out)
     return out
 
@@ -219,7 +219,9 @@ def read_bundle_json(path: Path) -> dict[str, Any]:
         with tarfile.open(path) as tf:
             for member in tf:
                 if member.name.count("/") == 1 and member.name.endswith("/" + BUNDLE_JSON):
-                    return json.loads(tf.extractfile(member).read())
+                    data = tf.extractfile(member)
+                    if data is not None:
+                        return json.loads(data.read())
     except (OSError, tarfile.TarError, ValueError) as exc:
         raise WheelError(f"cannot read bundle {path}", str(exc)) from None
     raise WheelError(f"{path} is not an mlx-builder bundle", f"no top-level {BUNDLE_JSON}")

@@ -155,8 +155,8 @@ def _args(text: str, i: int, line: int) -> tuple[list[Arg], int, int]:
             line += value.count("\n")
             args.append(Arg(value, True))
             i = j + 1
-        elif c == "[" and re.match(r"\[=*\[", text[i:]):
-            eq = re.match(r"\[(=*)\[", text[i:]).group(1)
+        elif c == "[" and (bracket := re.match(r"\[(=*)\[", text[i:])):
+            eq = bracket.group(1)
             end = text.find("]" + eq + "]", i)
             end = n if end < 0 else end
             value = text[i + len(eq) + 2:end]

@@ -7,7 +7,7 @@ import sys
 from typing import Iterator
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress,
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID,
                            SpinnerColumn, TextColumn, TimeElapsedColumn)
 
 console = Console(stderr=False, highlight=False, soft_wrap=True)
@@ -16,7 +16,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 @contextlib.contextmanager
 def progress(description: str, total: float | None = None
-             ) -> Iterator[tuple[Progress, int]]:
+             ) -> Iterator[tuple[Progress, TaskID]]:
     """A progress bar on stderr; ``total=None`` shows a spinner."""
     prog = Progress(
         SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),

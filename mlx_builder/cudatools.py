@@ -265,7 +265,7 @@ def _header_version(header: Path, prefix: str) -> str | None:
              for k in ("MAJOR", "MINOR", "(?:PATCHLEVEL|PATCH)")]
     if not all(parts):
         return None
-    return ".".join(p.group(1) for p in parts)
+    return ".".join(p.group(1) for p in parts if p)
 
 
 def check_cudnn(env: Mapping[str, str], python: str | None,

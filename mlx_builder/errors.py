@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 
 class MlxBuilderError(Exception):
-    """Base class. Subclasses set ``exit_code``."""
+    """An error without a code of its own, such as a failed git command.
+
+    The base class: subclasses set ``exit_code``."""
 
     exit_code = 1
 
@@ -31,6 +33,8 @@ class MlxBuilderError(Exception):
 
 
 class ConfigError(MlxBuilderError):
+    """A bad setting: config file, environment variable or option value."""
+
     exit_code = 10
 
 
@@ -47,6 +51,8 @@ class SeriesError(MlxBuilderError):
 
 
 class PatchConflictError(MlxBuilderError):
+    """A patch does not apply (file, line and hunk are named); nothing changed."""
+
     exit_code = 13
 
     def __init__(self, what: str, why: str = "", next_step: str = "",
@@ -62,6 +68,8 @@ class DirtyTreeError(MlxBuilderError):
 
 
 class ToolchainError(MlxBuilderError):
+    """A compiler, CUDA/cuDNN, CMake or other build tool is missing or too old."""
+
     exit_code = 15
 
 
@@ -72,6 +80,8 @@ class TargetError(MlxBuilderError):
 
 
 class BuildError(MlxBuilderError):
+    """The MLX build failed, or the wheel lacks the SASS it was built for."""
+
     exit_code = 17
 
 
@@ -82,6 +92,8 @@ class FetchError(MlxBuilderError):
 
 
 class NoGpuError(MlxBuilderError):
+    """A GPU was needed and none is visible."""
+
     exit_code = 19
 
 
@@ -92,10 +104,14 @@ class StaleExportError(MlxBuilderError):
 
 
 class TestFailureError(MlxBuilderError):
+    """``mlx-builder test``: a part of the test run failed."""
+
     exit_code = 21
 
 
 class DepsError(MlxBuilderError):
+    """A FetchContent dependency that cannot be found, fetched or verified."""
+
     exit_code = 22
 
 
@@ -141,6 +157,35 @@ class RouteProbeError(MlxBuilderError):
     exit_code = 29
 
 
+def exit_codes() -> list[tuple[int, str, str]]:
+    """(code, class name, first docstring line) for every error class."""
+    found: list[type[MlxBuilderError]] = [MlxBuilderError, *_subclasses(MlxBuilderError)]
+    rows = {(c.exit_code, c.__name__, (c.__doc__ or "").strip().splitlines()[0])
+            for c in found}
+    return sorted(rows)
+
+
+def _subclasses(cls: type[MlxBuilderError]) -> list[type[MlxBuilderError]]:
+    out: list[type[MlxBuilderError]] = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
+def exit_codes_markdown() -> str:
+    """docs/exit-codes.md (`python -m mlx_builder.errors > docs/exit-codes.md`)."""
+    lines = ["# Exit codes", "",
+             "Generated from `mlx_builder/errors.py` by `python -m mlx_builder.errors`;",
+             "tests/test_docs.py checks that this file matches. Codes are stable.", "",
+             "| code | error | when |", "|---|---|---|", "| 0 | | success |"]
+    click_row = "| 2 | (click) | a bad command line: unknown option, missing argument |"
+    for code, name, doc in exit_codes():
+        if code > 2 and click_row not in lines:
+            lines.append(click_row)
+        lines.append(f"| {code} | `{name}` | {doc.replace('``', '`')} |")
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Conflict:
     """Where a patch failed to apply."""
@@ -154,3 +199,7 @@ class Conflict:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
         hunk = f" (hunk {self.hunk})" if self.hunk else ""
         return f"{self.patch}: {where}{hunk}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(exit_codes_markdown(), end="")

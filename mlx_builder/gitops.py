@@ -266,12 +266,12 @@ def resolve_ref(repo: git.Repo, ref: str) -> ResolvedRef:
         return ResolvedRef(ref, commit, "tag", version)
     branches = branch_names(repo)
     if ref in branches:
-        commit = rev_commit(repo, f"refs/heads/{ref}") or _remote_branch(repo, ref)
-        if commit:
-            return ResolvedRef(ref, commit, "branch", read_version(repo, commit))
-    commit = rev_commit(repo, ref) if not ref.startswith("-") else None
-    if commit:
-        return ResolvedRef(commit, commit, "commit", read_version(repo, commit))
+        head = rev_commit(repo, f"refs/heads/{ref}") or _remote_branch(repo, ref)
+        if head:
+            return ResolvedRef(ref, head, "branch", read_version(repo, head))
+    found = rev_commit(repo, ref) if not ref.startswith("-") else None
+    if found:
+        return ResolvedRef(found, found, "commit", read_version(repo, found))
     near = difflib.get_close_matches(ref, tags + branches, n=5, cutoff=0.6)
     if _VERSION_ARG.match(ref):
         near = difflib.get_close_matches(

@@ -178,14 +178,14 @@ def cuda_driver_gpus(library: str | None = None) -> tuple[Gpu, ...]:
     gpus = []
     for index in range(count.value):
         dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        name = ctypes.create_string_buffer(256)
+        buf = ctypes.create_string_buffer(256)
         if (lib.cuDeviceGet(ctypes.byref(dev), index) != 0
                 or lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0
                 or lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0):
             continue
-        if lib.cuDeviceGetName(name, 256, dev) != 0:
-            name.value = b"CUDA device"
-        gpus.append(Gpu(name.value.decode(errors="replace"),
+        if lib.cuDeviceGetName(buf, 256, dev) != 0:
+            buf.value = b"CUDA device"
+        gpus.append(Gpu(buf.value.decode(errors="replace"),
                         (major.value, minor.value)))
     return tuple(gpus)
 
@@ -360,13 +360,13 @@ def _judge_cuda(cand: Candidate, manifest: Mapping[str, Any], host: Host) -> Non
     worst, notes = 0, []
     for gpu in host.gpus:
         ranks = [(a.rank_on(gpu.cc), a) for a in archs]
-        ranks = [(r, a) for r, a in ranks if r is not None]
-        if not ranks:
+        runs = [(r, a) for r, a in ranks if r is not None]
+        if not runs:
             cand.reason = f"built for {built}; none runs on {gpu.describe()}"
             if any(a.suffix == "a" for a in archs):
                 cand.reason += " (sm_XYa code runs only on CC X.Y exactly)"
             return
-        rank, arch = min(ranks, key=lambda ra: ra[0])
+        rank, arch = min(runs, key=lambda ra: ra[0])
         worst = max(worst, rank)
         notes.append(f"{arch.describe()} is {RANK_NAMES[rank]} for {gpu.describe()}")
     cand.accepted, cand.arch_rank = True, worst
@@ -409,6 +409,11 @@ def judge(cand: Candidate, host: Host, backend: str, accepts) -> None:
         cand.reason += f"; wheel tag rank {cand.tag_rank} of {len(host.tags)}"
 
 
+def _public(version: Version | None) -> Version:
+    """The release a wheel's version names (local labels dropped)."""
+    return Version(version.public) if version is not None else Version("0")
+
+
 def choose_wheel(entries: Iterable[tuple[dict[str, Any], str]], host: Host,
                  backend: str | None = None, mlx: str | None = None) -> Choice:
     """Pick the best wheel for ``host``; every candidate keeps its reason.
@@ -433,11 +438,11 @@ def choose_wheel(entries: Iterable[tuple[dict[str, Any], str]], host: Host,
     good.sort(key=lambda c: (c.arch_rank, c.tag_rank, c.filename))
     # Newest public version first (stable sort); local labels such as
     # +mlxb.<hash> name a build, not a newer release, so they do not count.
-    good.sort(key=lambda c: Version(c.version.public), reverse=True)
+    good.sort(key=lambda c: _public(c.version), reverse=True)
     chosen = good[0] if good else None
     if chosen is not None:
         which = "newest that fits" if len(good) > 1 else "the only wheel that fits"
-        chosen.reason = f"version {chosen.version.public} ({which}); {chosen.reason}"
+        chosen.reason = f"version {_public(chosen.version)} ({which}); {chosen.reason}"
     order = {id(c): i for i, c in enumerate(good)}
     cands.sort(key=lambda c: (not c.accepted, order.get(id(c), 0), c.filename))
     return Choice(host, backend, chosen, cands)

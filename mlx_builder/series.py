@@ -29,26 +29,57 @@ from mlx_builder.errors import SeriesError, TargetError
 
 TARGETS = ("cuda", "metal", "all")
 BUILD_TARGETS = ("cuda", "metal", "cpu", "all")
-REQUIRED_TRAILERS = ("Origin", "Forwarded", "Bug", "Applies-To")
+# Applies-To is not stored in patch files: it is derived from the index
+# (applies_to()) and added to the commit message when a patch is applied.
+REQUIRED_TRAILERS = ("Origin", "Forwarded", "Bug")
+APPLIES_TO = "Applies-To"
 MAIN = "main"
+COMMON = "common"                 # patches/common/: patches shared by series
+SUMS = "SHA256SUMS"               # patches/SHA256SUMS, written by export
+SCHEMAS = (1, 2)                  # 2 adds [[common]]
 _UPSTREAM = re.compile(r"^(not-forwarded|forwarded \S+|merged [0-9a-fA-F]{7,40})$")
+# Names that become path components: one plain component, no dot-only or
+# hidden names, no separators, so no path formed from the index leaves
+# patches/ (checked again on the resolved path).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,194}\.patch$")
+_SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *]([^\s/]+)/([^\s/]+)$")
+_TOP_KEYS = {"schema", "series", COMMON}
 _SERIES_KEYS = {"name", "base", "versions", "description", "patches"}
 _PATCH_KEYS = {"file", "target", "upstream"}
+_COMMON_REF_KEYS = {COMMON}
+_COMMON_KEYS = {"file", "target", "upstream", "series"}
 
 
 @dataclass(frozen=True)
 class PatchEntry:
-    file: str          # file name inside patches/<series>/
+    file: str          # file name inside patches/<folder>/
     path: Path         # absolute path of the file
     target: str        # 'cuda' | 'metal' | 'all'
     upstream: str      # 'not-forwarded' | 'forwarded <url>' | 'merged <commit>'
     sha256: str        # of the file's bytes
+    folder: str = ""   # the series' name, or 'common'
+    shared_by: tuple[str, ...] = ()   # a common patch: the series it is in
 
     @property
     def merged_commit(self) -> str | None:
         """The upstream commit that merged this patch, if the index says so."""
         kind, _, rest = self.upstream.partition(" ")
         return rest if kind == "merged" else None
+
+    @property
+    def is_common(self) -> bool:
+        return self.folder == COMMON
+
+    @property
+    def rel(self) -> str:
+        """Path relative to patches/ (as SHA256SUMS names it)."""
+        return f"{self.folder}/{self.file}" if self.folder else self.file
+
+    @property
+    def label(self) -> str:
+        """How tables name it: common patches with their folder."""
+        return self.rel if self.is_common else self.file
 
 
 @dataclass(frozen=True)
@@ -58,6 +89,7 @@ class Series:
     versions: str      # PEP 440 specifier, or 'main'
     description: str
     patches: tuple[PatchEntry, ...]
+    root: Path | None = None    # the patches/ folder the index is in
 
     @property
     def is_main(self) -> bool:
@@ -65,7 +97,11 @@ class Series:
 
     @property
     def directory(self) -> Path | None:
-        return self.patches[0].path.parent if self.patches else None
+        """patches/<name>/: where this series' own patches live."""
+        if self.root is not None:
+            return self.root / self.name
+        own = [p for p in self.patches if not p.is_common]
+        return own[0].path.parent if own else None
 
     def for_target(self, target: str) -> tuple[PatchEntry, ...]:
         """'cuda' -> cuda+all, 'metal' -> metal+all, 'cpu' -> all, 'all' -> every."""
@@ -80,6 +116,19 @@ class Series:
             return f"upstream main descending from {self.base[:9]}"
         return f"versions {self.versions}"
 
+    def applies_label(self) -> str:
+        """This series in an Applies-To trailer."""
+        if self.is_main:
+            return f"{self.name} (made on {self.base[:7]})"
+        return f"{self.name} ({self.versions})"
+
+
+def applies_to(index: Iterable[Series], entry: PatchEntry) -> str:
+    """The Applies-To trailer of a patch: every series that lists it."""
+    names = [s.applies_label() for s in index
+             if any(p.rel == entry.rel for p in s.patches)]
+    return "; ".join(names)
+
 
 def check_target(target: str) -> str:
     if target not in BUILD_TARGETS:
@@ -91,8 +140,13 @@ def check_target(target: str) -> str:
 
 # ---------------------------------------------------------------- index
 
-def load_index(patches_dir: Path) -> tuple[Series, ...]:
-    """Read and validate ``patches_dir/index.toml``."""
+def load_index(patches_dir: Path, *, verify: bool = True) -> tuple[Series, ...]:
+    """Read and validate ``patches_dir/index.toml`` completely.
+
+    With ``verify`` (the default) every listed patch file must match its
+    sha256 in ``patches_dir/SHA256SUMS``; only ``export`` (which rewrites
+    the files and their sums) reads without it.
+    """
     patches_dir = Path(patches_dir)
     path = patches_dir / "index.toml"
     try:
@@ -100,31 +154,105 @@ def load_index(patches_dir: Path) -> tuple[Series, ...]:
     except FileNotFoundError:
         raise SeriesError(f"no patch index at {path}", "",
                           "set --patches-dir / MLX_BUILDER_PATCHES") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SeriesError(f"cannot parse {path}", str(exc),
                           "fix the TOML syntax") from None
-    if data.get("schema", 1) != 1:
-        raise SeriesError(f"{path}: unsupported schema {data.get('schema')!r}",
-                          "this mlx-builder reads schema 1",
+    _no_unknown(data, _TOP_KEYS, str(path))
+    schema = data.get("schema")
+    if "schema" not in data:
+        raise SeriesError(f"{path}: no 'schema' key",
+                          "the index starts with its format version",
+                          f"add `schema = {SCHEMAS[-1]}` at the top")
+    if type(schema) is not int or schema not in SCHEMAS:
+        raise SeriesError(f"{path}: unsupported schema {schema!r}",
+                          "this mlx-builder reads schema "
+                          + " and ".join(map(str, SCHEMAS)),
                           "upgrade mlx-builder")
-    out: list[Series] = []
-    for raw in data.get("series", []):
-        out.append(_series(patches_dir, path, raw))
-    names = [s.name for s in out]
+    if schema < 2 and COMMON in data:
+        raise SeriesError(f"{path}: [[common]] needs schema = 2",
+                          "schema 1 has no shared patches",
+                          "set `schema = 2`")
+    root = patches_dir.resolve()
+    raw_series = _tables(data.get("series", []), f"{path}: series")
+    names = [_series_name(path, raw) for raw in raw_series]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SeriesError(f"{path}: series defined twice: {', '.join(dupes)}")
-    return tuple(out)
+    common = _common(root, path, data.get(COMMON, []), names)
+    out = tuple(_series(root, path, raw, common) for raw in raw_series)
+    for entry in common.values():
+        users = tuple(s.name for s in out
+                      if any(p is entry for p in s.patches))
+        if sorted(users) != sorted(entry.shared_by):
+            raise SeriesError(
+                f"{path}: common patch {entry.file} names series "
+                f"{', '.join(entry.shared_by)} but is listed in "
+                f"{', '.join(users) or 'none'}",
+                "a [[common]] entry's `series` and the series that list it "
+                "with `common = ...` must agree",
+                "add `common = \"" + entry.file + "\"` to each series it "
+                "names, or fix its `series` list")
+    if verify:
+        verify_sums(root, [p for s in out for p in s.patches])
+    return out
 
 
-def _series(root: Path, index: Path, raw: Mapping) -> Series:
+def _tables(value, where: str) -> list[Mapping]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise SeriesError(f"{where}: expected an array of tables",
+                          "", "write [[...]] tables")
+    return value
+
+
+def _series_name(index: Path, raw: Mapping) -> str:
     name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name) or name == COMMON:
+        raise SeriesError(f"{index}: series name {name!r} is not a plain "
+                          "folder name",
+                          "a series' name is its folder under patches/: "
+                          "letters, digits, '.', '_', '+', '-', not starting "
+                          f"with '.' or '-', not {COMMON!r}",
+                          'write e.g. name = "v0.32"')
+    return name
+
+
+def _common(root: Path, index: Path, raw_list, series_names: list[str]
+            ) -> dict[str, PatchEntry]:
+    out: dict[str, PatchEntry] = {}
+    for raw in _tables(raw_list, f"{index}: common"):
+        where = f"{index}: common patch {raw.get('file')!r}"
+        _no_unknown(raw, _COMMON_KEYS, where)
+        users = raw.get("series")
+        if (not isinstance(users, list) or not users
+                or not all(isinstance(u, str) for u in users)
+                or len(set(users)) != len(users)):
+            raise SeriesError(f"{where}: 'series' must be a list of distinct "
+                              "series names",
+                              "a common patch names the series it belongs to",
+                              'write e.g. series = ["v0.32", "main"]')
+        unknown = sorted(set(users) - set(series_names))
+        if unknown:
+            raise SeriesError(f"{where}: unknown series {', '.join(unknown)}",
+                              "series in the index: " + ", ".join(series_names))
+        entry = _patch(root, COMMON, where, raw, _PATCH_KEYS | {"series"},
+                       tuple(users))
+        if entry.file in out:
+            raise SeriesError(f"{where}: listed twice")
+        out[entry.file] = entry
+    return out
+
+
+def _series(root: Path, index: Path, raw: Mapping,
+            common: Mapping[str, PatchEntry]) -> Series:
+    name = raw["name"]
     where = f"{index}: series {name!r}"
     _no_unknown(raw, _SERIES_KEYS, where)
-    for key in ("name", "base", "versions"):
+    for key in ("base", "versions"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             raise SeriesError(f"{where}: missing or empty {key!r}",
                               "each [[series]] needs name, base and versions")
+    if not isinstance(raw.get("description", ""), str):
+        raise SeriesError(f"{where}: description must be a string")
     versions = raw["versions"].strip()
     if versions != MAIN:
         try:
@@ -133,46 +261,142 @@ def _series(root: Path, index: Path, raw: Mapping) -> Series:
             raise SeriesError(f"{where}: versions {versions!r} is neither "
                               "'main' nor a PEP 440 specifier",
                               "", 'write e.g. versions = ">=0.32.0,<0.33"') from None
-    patches = tuple(_patch(root / name, where, p) for p in raw.get("patches", []))
+    patches = []
+    for entry in _tables(raw.get("patches", []), f"{where}: patches"):
+        if COMMON in entry:
+            _no_unknown(entry, _COMMON_REF_KEYS, f"{where}: common patch")
+            file = entry[COMMON]
+            if not isinstance(file, str) or file not in common:
+                raise SeriesError(f"{where}: common = {file!r} is not a "
+                                  "[[common]] entry",
+                                  "common patches are declared once in "
+                                  "[[common]] tables",
+                                  "add the [[common]] entry or fix the name")
+            patches.append(common[file])
+        else:
+            patches.append(_patch(root, name, where, entry, _PATCH_KEYS))
+    labels = [p.rel for p in patches]
     files = [p.file for p in patches]
-    if len(set(files)) != len(files):
+    if len(set(labels)) != len(labels) or len(set(files)) != len(files):
         raise SeriesError(f"{where}: a patch file is listed twice")
     return Series(name=name, base=raw["base"].strip(), versions=versions,
                   description=str(raw.get("description", "")),
-                  patches=patches)
+                  patches=tuple(patches), root=root)
 
 
-def _patch(directory: Path, where: str, raw: Mapping) -> PatchEntry:
-    _no_unknown(raw, _PATCH_KEYS, where)
+def _patch(root: Path, folder: str, where: str, raw: Mapping,
+           known: set[str], shared_by: tuple[str, ...] = ()) -> PatchEntry:
+    _no_unknown(raw, known, where)
     file = raw.get("file")
-    if not isinstance(file, str) or not file or "/" in file:
-        raise SeriesError(f"{where}: patch entry without a plain 'file' name")
+    if not isinstance(file, str) or not _FILE.match(file):
+        raise SeriesError(f"{where}: patch entry without a plain 'file' name "
+                          f"({file!r})",
+                          "a patch file is named <name>.patch inside its "
+                          "folder: letters, digits, '.', '_', '+', '-'",
+                          'write e.g. file = "0020-cuda-x.patch"')
     target = raw.get("target")
     if target not in TARGETS:
         raise SeriesError(f"{where}: {file}: target {target!r} is not one of "
                           f"{', '.join(TARGETS)}")
-    upstream = str(raw.get("upstream", "")).strip()
-    if not _UPSTREAM.match(upstream):
+    upstream = raw.get("upstream", "")
+    if not isinstance(upstream, str) or not _UPSTREAM.match(upstream.strip()):
         raise SeriesError(f"{where}: {file}: upstream {upstream!r} is not "
                           "'not-forwarded', 'forwarded <url>' or "
                           "'merged <commit>'")
-    path = (directory / file).resolve()
+    path = (root / folder / file).resolve()
+    if path.parent != root / folder:
+        raise SeriesError(f"{where}: {file} resolves outside "
+                          f"{root / folder}",
+                          "a symbolic link or name leaves the patch folder",
+                          "keep patch files as plain files in their folder")
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise SeriesError(f"{where}: patch file {path} is missing",
                           "index.toml lists it but the file is not there",
-                          "add the file, or remove its [[series.patches]] "
-                          "entry") from None
-    return PatchEntry(file=file, path=path, target=target, upstream=upstream,
-                      sha256=digest)
+                          "add the file, or remove its entry") from None
+    return PatchEntry(file=file, path=path, target=target,
+                      upstream=upstream.strip(), sha256=digest, folder=folder,
+                      shared_by=shared_by)
 
 
 def _no_unknown(raw: Mapping, known: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(map(str, set(raw) - known))
     if unknown:
         raise SeriesError(f"{where}: unknown keys {', '.join(unknown)}",
                           f"known keys are {', '.join(sorted(known))}")
+
+
+# ---------------------------------------------------------------- SHA256SUMS
+
+def read_sums(root: Path) -> dict[str, str]:
+    """``patches/SHA256SUMS`` as {folder/file: sha256} (``sha256sum`` format)."""
+    path = Path(root) / SUMS
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SeriesError(f"no {path}",
+                          "every patch file's sha256 is recorded there, so a "
+                          "changed or truncated patch is refused",
+                          "run `mlx-builder export` for the series (it writes "
+                          f"the file), or `cd {Path(root)} && sha256sum "
+                          f"*/*.patch > {SUMS}` for patches you trust") from None
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"cannot read {path}", str(exc)) from None
+    sums: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _SUM_LINE.match(line)
+        if not match or not _NAME.match(match.group(2)) \
+                or not _FILE.match(match.group(3)):
+            raise SeriesError(f"{path}:{number}: not a `<sha256>  <folder>/"
+                              f"<file>.patch` line: {line[:80]!r}",
+                              "SHA256SUMS is written by `mlx-builder export`",
+                              "fix or regenerate the line")
+        rel = f"{match.group(2)}/{match.group(3)}"
+        if rel in sums:
+            raise SeriesError(f"{path}:{number}: {rel} listed twice")
+        sums[rel] = match.group(1)
+    return sums
+
+
+def verify_sums(root: Path, patches: Iterable[PatchEntry]) -> None:
+    sums = read_sums(root)
+    for entry in {p.rel: p for p in patches}.values():
+        want = sums.get(entry.rel)
+        if want is None:
+            raise SeriesError(f"{entry.rel} has no sha256 in {Path(root) / SUMS}",
+                              "every patch file the index lists is checksummed",
+                              "run `mlx-builder export` for its series, or "
+                              f"`cd {Path(root)} && sha256sum {entry.rel} >> "
+                              f"{SUMS}` if you trust the file")
+        if want != entry.sha256:
+            raise SeriesError(
+                f"{entry.rel} does not match its sha256 in {Path(root) / SUMS}",
+                f"the file changed (or was cut short) after it was exported: "
+                f"sha256 {entry.sha256[:12]}..., recorded {want[:12]}...",
+                "restore it (`git checkout -- patches/`), re-export it from "
+                "its work tree, or update its SHA256SUMS line if you edited "
+                "it on purpose")
+
+
+def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
+    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest;
+    written atomically. Returns whether the file changed."""
+    path = Path(root) / SUMS
+    try:
+        sums = read_sums(root)
+    except SeriesError:
+        if path.exists():
+            raise
+        sums = {}
+    merged = {**sums, **updates}
+    if merged == sums and path.exists():
+        return False
+    text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
+    tmp = path.with_name(f".{SUMS}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return True
 
 
 def find_series(index: Iterable[Series], name: str) -> Series:
@@ -242,6 +466,35 @@ def patch_set_hash(patches: Iterable[PatchEntry]) -> str:
     for patch in patches:
         digest.update(patch.sha256.encode() + b"\n")
     return digest.hexdigest()[:10]
+
+
+_APPLIES_LINE = re.compile(r"^Applies-To:.*\n", re.M)
+
+
+def with_applies_to(message: str, value: str) -> str:
+    """A commit message with its Applies-To trailer set to ``value``: joined
+    to the trailer paragraph at its end, or as a paragraph of its own."""
+    text = _APPLIES_LINE.sub("", message.rstrip("\n") + "\n").rstrip("\n")
+    if not value:
+        return text + "\n"
+    last = re.split(r"\n\s*\n", text)[-1] if "\n" in text else ""
+    is_trailers = bool(last) and all(_TRAILER.match(ln)
+                                     for ln in last.splitlines())
+    sep = "\n" if is_trailers else "\n\n"
+    return f"{text}{sep}{APPLIES_TO}: {value}\n"
+
+
+def strip_applies_to(text: str) -> str:
+    """A patch file's text without Applies-To in its message (the index is
+    where that lives)."""
+    cut = re.search(r"^diff --git ", text, re.M)
+    head, diff = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
+    end = re.search(r"^---$", head, re.M)
+    msg, rest = (head[:end.start()], head[end.start():]) if end else (head, "")
+    stripped = _APPLIES_LINE.sub("", msg)
+    if stripped != msg:
+        stripped = stripped.rstrip("\n") + "\n\n"
+    return stripped + rest + diff
 
 
 # ---------------------------------------------------------------- patch files

@@ -69,19 +69,19 @@ def parse_conflicts(entry: PatchEntry, output: str) -> list[Conflict]:
         if match:
             file, line_no = match.group(1), int(match.group(2))
             hunk = header.hunk_at(file, line_no)
-            found.append(Conflict(entry.file, file, line_no,
+            found.append(Conflict(entry.label, file, line_no,
                                   f"#{hunk.index} {hunk.header}" if hunk else ""))
             seen.add(file)
             continue
         match = _FILE_ERR.match(line.strip())
         if match and match.group(1) not in seen:
-            found.append(Conflict(entry.file, match.group(1), None,
+            found.append(Conflict(entry.label, match.group(1), None,
                                   match.group(2)))
             seen.add(match.group(1))
     if not found:
         errors = [m.group(2) for m in map(_OTHER_ERR.match, output.splitlines())
                   if m]
-        found.append(Conflict(entry.file, entry.file, None,
+        found.append(Conflict(entry.label, entry.file, None,
                               errors[0] if errors else "git apply failed"))
     return found
 
@@ -97,7 +97,7 @@ def check_patches(repo: git.Repo, commit: str,
             merged_full = gitops.rev_commit(repo, merged) if merged else None
             if merged_full and gitops.is_ancestor(repo, merged_full, commit):
                 out.append(PatchStatus(entry, "upstream", [],
-                                       f"merged upstream in {merged[:9]}",
+                                       f"merged upstream in {(merged or '')[:9]}",
                                        missing_trailers=missing))
                 continue
             before = idx.tree()
@@ -184,7 +184,7 @@ def render_table(reports: Iterable[SeriesReport]) -> Table:
             if st.missing_trailers:
                 detail = (detail + "; " if detail else "") + \
                     "missing trailers: " + ", ".join(st.missing_trailers)
-            table.add_row(rep.series.name, *label, st.patch.file,
+            table.add_row(rep.series.name, *label, st.patch.label,
                           st.patch.target,
                           f"[{_STYLE[st.state]}]{st.state}[/]", escape(detail))
         table.add_section()
@@ -204,6 +204,7 @@ def to_json(reports: Iterable[SeriesReport], upstream: str) -> dict:
             "ok": rep.ok,
             "patches": [{
                 "file": st.patch.file,
+                "folder": st.patch.folder,
                 "target": st.patch.target,
                 "upstream": st.patch.upstream,
                 "sha256": st.patch.sha256,

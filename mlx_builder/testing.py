@@ -178,7 +178,7 @@ def install_wheel(runner: StepRunner, vpy: Path, wheel: Path, extra: Sequence[st
     hint = ("offline installs need the wheel's dependencies in --wheelhouse "
             "(or --no-deps where the CUDA libraries come from elsewhere)"
             if offline else "pass --wheelhouse DIR --offline to install without network")
-    groups = ([[wheel.resolve()], list(extra)] if no_deps
+    groups: list[list[str | Path]] = ([[wheel.resolve()], list(extra)] if no_deps
               else [[wheel.resolve(), *extra]])
     for i, reqs in enumerate(g for g in groups if g):
         runner.run(

@@ -253,7 +253,8 @@ def check_build_requires(python: str, requires: Sequence[str],
     if not found:
         return Check("build-python", False, True, detail=f"cannot run {python}",
                      fix="pass --python with a working interpreter")
-    missing, have = [], []
+    missing: list[str] = []
+    have: list[str] = []
     for req in reqs:
         ver = found.get(req.name)
         if req.name == "cmake" and ver is None and cmake is not None and cmake.ok:

@@ -41,7 +41,8 @@ def make_upstream(_upstream_templates, tmp_path) -> Callable[..., Upstream]:
         root = tmp_path / f"fx{count[0]}"
         shutil.copytree(template.root, root, symlinks=True)
         return Upstream(root, dict(template.commits),
-                        [dict(s) for s in template.series])
+                        [{**s, "patches": [dict(p) for p in s["patches"]]}
+                         for s in template.series])
 
     return make
 

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from mlx_builder.settings import Settings
 
@@ -41,7 +41,7 @@ FORMAT_PATCH = ["format-patch", "-1", "--stdout", "--zero-commit",
                 "--no-signature", "--no-stat", "--full-index", "--no-numbered",
                 "--no-renames", "--diff-algorithm=myers"]
 TRAILERS = ("Origin: mlx-builder tests\nForwarded: not-needed\n"
-            "Bug: https://example.com/bug/1\nApplies-To: {applies}")
+            "Bug: https://example.com/bug/1")
 
 
 def git(cwd: Path, *args: str, date: str = "2024-01-01T00:00:00+00:00",
@@ -135,6 +135,7 @@ class Upstream:
     root: Path
     commits: dict[str, str] = field(default_factory=dict)
     series: list[dict] = field(default_factory=list)
+    common: list[dict] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -189,7 +190,7 @@ class Upstream:
             apply_edits(scratch, spec.edits)
             body = spec.body
             if spec.trailers:
-                body += "\n\n" + TRAILERS.format(applies=applies)
+                body += "\n\n" + TRAILERS
             git(scratch, "add", "-A")
             git(scratch, "commit", "-q", "-m", f"{spec.subject}\n\n{body}",
                 date=f"2024-02-0{n + 1}T10:00:00+00:00")
@@ -213,18 +214,54 @@ class Upstream:
                             "patches": entries})
         self.write_index()
 
+    def share(self, file: str, names: list[str]) -> None:
+        """Make ``file`` (byte-identical in the series ``names``) a common
+        patch: moved to patches/common/, index schema 2."""
+        entries = [p for s in self.series if s["name"] in names
+                   for p in s["patches"] if p.get("file") == file]
+        texts = {(self.patches_dir / n / file).read_bytes() for n in names}
+        assert len(texts) == 1 and len(entries) == len(names), file
+        (self.patches_dir / "common").mkdir(exist_ok=True)
+        (self.patches_dir / names[0] / file).rename(
+            self.patches_dir / "common" / file)
+        for name in names[1:]:
+            (self.patches_dir / name / file).unlink()
+        self.common.append({**entries[0], "series": list(names)})
+        for s in self.series:
+            if s["name"] in names:
+                s["patches"] = [{"common": file} if p.get("file") == file else p
+                                for p in s["patches"]]
+        self.write_index()
+
     def write_index(self) -> None:
-        lines = ["schema = 1", ""]
+        lines = [f"schema = {2 if self.common else 1}", ""]
+        for c in self.common:
+            series = ", ".join(f'"{n}"' for n in c["series"])
+            lines += ["[[common]]", f'file = "{c["file"]}"',
+                      f'target = "{c["target"]}"',
+                      f'upstream = "{c["upstream"]}"', f"series = [{series}]", ""]
         for s in self.series:
             lines += ["[[series]]", f'name = "{s["name"]}"',
                       f'base = "{s["base"]}"', f'versions = "{s["versions"]}"',
                       f'description = "{s["description"]}"', ""]
             for p in s["patches"]:
+                if "common" in p:
+                    lines += ["[[series.patches]]", f'common = "{p["common"]}"', ""]
+                    continue
                 lines += ["[[series.patches]]", f'file = "{p["file"]}"',
                           f'target = "{p["target"]}"',
                           f'upstream = "{p["upstream"]}"', ""]
         self.patches_dir.mkdir(parents=True, exist_ok=True)
         (self.patches_dir / "index.toml").write_text("\n".join(lines))
+        self.write_sums()
+
+    def write_sums(self) -> None:
+        """patches/SHA256SUMS over every patch file (as export writes it)."""
+        lines = sorted(
+            f"{hashlib.sha256(p.read_bytes()).hexdigest()}  "
+            f"{p.relative_to(self.patches_dir).as_posix()}\n"
+            for p in self.patches_dir.glob("*/*.patch"))
+        (self.patches_dir / "SHA256SUMS").write_text("".join(lines))
 
 
 def build_upstream(root: Path, with_series: bool = True) -> Upstream:

@@ -211,6 +211,7 @@ def test_build_command_needs_one_source(tmp_path):
     assert result.exit_code != 0 and ("macOS" in str(result.exception) or os.uname().sysname == "Darwin")
 
 
+@pytest.mark.integration
 def test_offline_bundle_build_uses_carried_build_requirements(tmp_path, no_toolchain_but_python,
                                                               monkeypatch):
     """The build Python lacks a build requirement; the bundle carries its wheel."""

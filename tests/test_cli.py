@@ -138,3 +138,34 @@ def test_checkout(run, upstream, tmp_path):
     code, out, _ = run("checkout", "--mlx", "0.1.0", "--dest", str(tmp_path / "c"))
     assert code == 0
     assert git(tmp_path / "c", "rev-parse", "HEAD") == upstream.commits["v0.1.0"]
+
+
+def _truncate_at_file_boundary(path):
+    """Cut a patch before its last ``diff --git``: git would still apply it
+    (one file fewer), so only the recorded sha256 can tell."""
+    text = path.read_text()
+    cut = text.rindex("\ndiff --git ")
+    assert text.count("\ndiff --git ") >= 2
+    path.write_text(text[:cut + 1])
+
+
+@pytest.mark.parametrize("args", [
+    ("status",),
+    ("status", "--mlx", "0.1.0"),
+    ("apply", "--mlx", "0.1.0"),
+    ("bundle", "--mlx", "0.1.0", "--target", "cpu", "--out", "BUNDLES"),
+    ("export", "--series", "v0.1", "--from", "TREE", "--check"),
+])
+def test_truncated_patch_is_refused(run, upstream, tmp_path, args):
+    tree = tmp_path / "tree"
+    assert run("apply", "--mlx", "0.1.0", "--dest", str(tree))[0] == 0
+    patch = upstream.patches_dir / "v0.1" / "0020-cuda-tiled-flash-attention.patch"
+    _truncate_at_file_boundary(patch)
+    before = tree_digest(upstream.root)
+    args = tuple(str(tmp_path / "b") if a == "BUNDLES" else
+                 str(tree) if a == "TREE" else a for a in args)
+    code, out, err = run(*args)
+    assert code == errors.SeriesError.exit_code
+    assert "v0.1/0020-cuda-tiled-flash-attention.patch does not match its " \
+           "sha256" in err
+    assert tree_digest(upstream.root) == before

@@ -1,5 +1,5 @@
-"""The CUDA tiled-attention patch: metadata, one kernel across series, and a
-host compile of the kernel headers it adds.
+"""The CUDA tiled-attention patch: metadata, the kernel sources once (in
+patches/common/), and a host compile of the kernel headers it adds.
 
 The compile test extracts the new device headers from the patch file itself
 (no MLX checkout needed), builds the standalone harness against them with
@@ -19,15 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.series import REQUIRED_TRAILERS, load_index, parse_patch
+from mlx_builder.series import (REQUIRED_TRAILERS, applies_to, load_index,
+                                parse_patch)
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = ROOT / "patches"
 HARNESS = ROOT / "scripts" / "attn_harness" / "harness.cu"
-CUDA_PATCH_SUBJECT = "cuda: tiled flash attention for head_dim 192, 256 and 512"
-DECODE_PATCH_SUBJECT = ("cuda: split-K decode attention for head_dim 192, 256 and 512; "
-                        "one routing decision")
+CUDA_PATCH_SUBJECT = "cuda: tiled flash attention kernels for head_dim 192, 256 and 512"
+DECODE_PATCH_SUBJECT = "cuda: split-K decode attention kernel for head_dim 192, 256 and 512"
 NEW_HEADER = re.compile(r"^diff --git a/(mlx/backend/cuda/device/attention_\w+\.cuh) ")
+KERNEL_SOURCE = re.compile(
+    r"^diff --git a/(mlx/backend/cuda/(device/attention_\w+\.cuh|attention_utils\.h|"
+    r"scaled_dot_product_attention_(tiled|decode)\.cu)) ", re.M)
 
 # Shared memory per block a configuration may use (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 SMALL_LIMIT = 99 * 1024   # sm_120 / sm_121 (GB10), sm_86, sm_89
@@ -78,20 +81,27 @@ def test_cuda_patch_metadata(series, entry):
     assert not header.missing_trailers(), header.missing_trailers()
     for trailer in REQUIRED_TRAILERS:
         assert header.trailers.get(trailer), trailer
-    applies_to = " ".join(header.trailers["Applies-To"])
-    expected = "main" if series.name == "main" else series.base
-    assert expected in applies_to, applies_to
+    assert "Applies-To" not in header.trailers, "derived from the index"
+    assert series.applies_label() in applies_to(load_index(PATCHES), entry)
 
 
-def test_same_kernel_in_every_series():
-    kernels = {s.name: new_files(e.path.read_text()) for s, e in cuda_patches()}
-    assert kernels
-    reference = next(iter(kernels.values()))
-    assert set(reference) == {
+def test_kernel_sources_exist_once():
+    """One common patch carries the kernels for every series; no other patch
+    file under patches/ touches a kernel source."""
+    entries = {e.rel for _, e in cuda_patches()}
+    assert len(entries) == 1 and next(iter(entries)).startswith("common/")
+    kernel = new_files(cuda_patches()[0][1].path.read_text())
+    assert set(kernel) == {
         f"mlx/backend/cuda/device/attention_{n}.cuh"
         for n in ("mask", "mma", "softmax", "tiled", "wgmma")}
-    for name, files in kernels.items():
-        assert files == reference, f"series {name} carries a different kernel"
+    carriers: dict[str, list[str]] = {}
+    for path in sorted(PATCHES.glob("*/*.patch")):
+        for match in KERNEL_SOURCE.finditer(path.read_text()):
+            carriers.setdefault(match.group(1), []).append(
+                path.relative_to(PATCHES).as_posix())
+    assert "mlx/backend/cuda/device/attention_decode.cuh" in carriers
+    twice = {f: c for f, c in carriers.items() if len(c) != 1}
+    assert not twice, twice
 
 
 def test_new_file_extraction_reads_only_added_lines():
@@ -133,6 +143,7 @@ def harness_lib(tmp_path_factory):
     return ctypes.CDLL(str(lib))
 
 
+@pytest.mark.nvcc
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     small = harness_lib.harness_smem_bytes(D, 0)
@@ -145,10 +156,12 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     assert 0 < hopper <= LARGE_LIMIT, f"D={D} hopper config needs {hopper} bytes"
 
 
+@pytest.mark.nvcc
 def test_unknown_head_dim_is_rejected(harness_lib):
     assert harness_lib.harness_smem_bytes(160, 0) == -1
 
 
+@pytest.mark.nvcc
 def test_decode_rows_per_block_and_splits(harness_lib):
     rows = harness_lib.harness_decode_max_rows
     # Registers bound the query rows a CTA holds: 8 up to head_dim 256, 4 at 512.

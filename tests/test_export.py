@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gitfixture import git
+from gitfixture import git, tree_digest
 from mlx_builder.apply import prepare_tree
 from mlx_builder.errors import SeriesError, StaleExportError
-from mlx_builder.export import export_series
+from mlx_builder.export import export_many, export_series
+from mlx_builder.series import load_index
 
 
 def _snapshot(directory):
@@ -67,7 +68,7 @@ def test_new_commit_is_extra_and_gets_a_number(upstream, tree):
     result = export_series(upstream.settings(), "v0.1", str(tree.path))
     assert result.extra == ("0021-sdpa-one-more-fix.patch",)
     assert 'file = "0021-sdpa-one-more-fix.patch"' in result.index_snippet()
-    assert any("lacks trailers Origin, Forwarded, Bug, Applies-To" in w
+    assert any("lacks trailers Origin, Forwarded, Bug" in w
                for w in result.warnings)
     assert (upstream.patches_dir / "v0.1" / "0021-sdpa-one-more-fix.patch").is_file()
 
@@ -92,3 +93,109 @@ def test_from_branch_name(upstream):
     assert result.clean
     with pytest.raises(SeriesError, match="neither a directory nor a branch"):
         export_series(upstream.settings(), "v0.1", "no-such-branch")
+
+
+# ---------------------------------------------------------------- common/
+
+CUDA = "0020-cuda-tiled-flash-attention.patch"
+
+
+def _edit_last_commit(tree_path, rel, old, new):
+    path = tree_path / rel
+    path.write_text(path.read_text().replace(old, new))
+    git(tree_path, "commit", "-q", "-a", "--amend", "--no-edit")
+
+
+@pytest.fixture
+def shared_trees(upstream, tmp_path):
+    """0020 shared by every series, and trees of v0.1 and v0.2 (0020 last)."""
+    upstream.share(CUDA, ["v0.1", "v0.2", "main"])
+    settings = upstream.settings()
+    return (prepare_tree(settings, "0.1.0", dest=tmp_path / "t1"),
+            prepare_tree(settings, "0.2.0", dest=tmp_path / "t2"))
+
+
+def test_applies_to_comes_from_the_index(upstream, shared_trees):
+    t1, _ = shared_trees
+    message = git(t1.path, "log", "-1", "--format=%B")
+    assert message.splitlines()[-1] == (
+        "Applies-To: v0.1 (>=0.1.0,<0.2); v0.2 (>=0.2.0,<0.3); "
+        f"main (made on {upstream.commits['main_base'][:7]})")
+    assert b"Applies-To" not in (upstream.patches_dir / "common" / CUDA).read_bytes()
+    assert export_many(upstream.settings(), [("v0.1", str(t1.path))],
+                       check=True)[0].clean
+
+
+def test_common_patch_written_once(upstream, shared_trees):
+    t1, t2 = shared_trees
+    settings = upstream.settings()
+    jobs = [("v0.1", str(t1.path)), ("v0.2", str(t2.path))]
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    _edit_last_commit(t2.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    results = export_many(settings, jobs)
+    assert results[0].written == (f"common/{CUDA}",)
+    assert results[1].written == ()          # already written, identical
+    text = (upstream.patches_dir / "common" / CUDA).read_text()
+    assert "+// tiled kernel, faster" in text
+    assert not list(upstream.patches_dir.glob(f"v0.*/{CUDA}"))
+    load_index(upstream.patches_dir)          # SHA256SUMS follows the file
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+
+
+def test_trees_that_disagree_about_a_common_patch_write_nothing(upstream,
+                                                               shared_trees):
+    t1, t2 = shared_trees
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError) as info:
+        export_many(upstream.settings(), [("v0.1", str(t1.path)),
+                                          ("v0.2", str(t2.path))])
+    assert f"disagree about common/{CUDA}" in info.value.what
+    assert "first difference at line" in info.value.why
+    assert tree_digest(upstream.patches_dir) == before
+
+
+def test_changed_common_patch_is_checked_against_the_other_series(
+        upstream, shared_trees):
+    t1, _ = shared_trees
+    settings = upstream.settings()
+    # A change every series can take: written, after the check.
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    assert export_series(settings, "v0.1", str(t1.path)).written == (f"common/{CUDA}",)
+    # One that v0.2 (whose attention.cpp line 3 differs) cannot take: refused.
+    _edit_last_commit(t1.path, "mlx/attention.cpp", "attention_line_3 = 3;",
+                      "attention_line_3 = 33;")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError) as info:
+        export_series(settings, "v0.1", str(t1.path))
+    assert "does not apply to series v0.2 at v0.2.0" in info.value.what
+    assert "mlx/attention.cpp" in info.value.what
+    assert tree_digest(upstream.patches_dir) == before
+
+
+def test_tree_without_the_common_commit_is_refused(upstream, shared_trees):
+    t1, _ = shared_trees
+    git(t1.path, "reset", "-q", "--hard", "HEAD~1")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError, match=f"no commit for common/{CUDA}"):
+        export_series(upstream.settings(), "v0.1", str(t1.path))
+    assert tree_digest(upstream.patches_dir) == before
+    with pytest.raises(StaleExportError, match=f"missing from branch: common/{CUDA}"):
+        export_series(upstream.settings(), "v0.1", str(t1.path), check=True)
+
+
+def test_export_repairs_its_own_files_and_sums(upstream, tree):
+    patch = upstream.patches_dir / "v0.1" / "0010-chunked-sdpa-fallback.patch"
+    good = patch.read_bytes()
+    patch.write_bytes(good[:len(good) // 2])
+    with pytest.raises(SeriesError, match="does not match its sha256"):
+        export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    result = export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert result.stale == ("0010-chunked-sdpa-fallback.patch",)
+    assert patch.read_bytes() == good
+    load_index(upstream.patches_dir)

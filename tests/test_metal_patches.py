@@ -28,15 +28,24 @@ PATCHES = Path(__file__).resolve().parents[1] / "patches"
 METAL_NUMBERS = range(1, 10)  # 0001-0009 belong to the Metal patches
 AUTHOR = "mlx-builder <mlx-builder@users.noreply.github.com>"
 BUG_URL = re.compile(r"^https://github\.com/ml-explore/mlx/(pull|issues)/\d+$")
-REQUIRED_TRAILERS = ("Origin", "Forwarded", "Bug", "Applies-To")
+# Applies-To is derived from the index (mlx_builder.series.applies_to), not
+# stored in the files.
+REQUIRED_TRAILERS = ("Origin", "Forwarded", "Bug")
 
 
 # --- parsing helpers (also used by test_metal_routing.py) -------------------
 
 
 def load_index() -> dict:
+    """index.toml as a dict, each series' `common = ...` entries replaced by
+    their [[common]] table (with "folder": "common")."""
     with open(PATCHES / "index.toml", "rb") as f:
-        return tomllib.load(f)
+        index = tomllib.load(f)
+    common = {c["file"]: {**c, "folder": "common"} for c in index.get("common", [])}
+    for series in index.get("series", []):
+        series["patches"] = [common[p["common"]] if "common" in p else p
+                             for p in series.get("patches", [])]
+    return index
 
 
 def metal_entries(index: dict | None = None) -> list[tuple[dict, dict]]:
@@ -51,7 +60,7 @@ def metal_entries(index: dict | None = None) -> list[tuple[dict, dict]]:
 
 
 def patch_path(series: dict, patch: dict) -> Path:
-    return PATCHES / series["name"] / patch["file"]
+    return PATCHES / patch.get("folder", series["name"]) / patch["file"]
 
 
 def message_of(text: str) -> str:
@@ -135,10 +144,7 @@ def test_metal_patch_is_well_formed(series, patch):
     assert values["Origin"] == "mlx-builder"
     bugs = [value for key, value in trailers if key == "Bug"]
     assert all(BUG_URL.match(bug) for bug in bugs), bugs
-    if series["versions"] == "main":
-        assert values["Applies-To"].split()[0] == "main"
-    else:
-        assert values["Applies-To"] == series["versions"]
+    assert "Applies-To" not in values, "Applies-To comes from the index"
 
     # The index's `upstream` and the Forwarded trailer tell the same story.
     upstream = patch["upstream"]

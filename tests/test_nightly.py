@@ -151,6 +151,7 @@ def test_tests_run_only_where_a_gpu_runs_the_wheel(target, gpu, runs):
     assert (reason is None) == runs, reason
 
 
+@pytest.mark.real_mlx
 def test_real_mirror_main(tmp_path):
     mirror = os.environ.get("MLX_BUILDER_MLX_REPO")
     if not mirror:

@@ -90,6 +90,7 @@ def test_verify_with_a_fake_cuobjdump(tmp_path):
         verify_sass(lib, ("sm_100a",), str(fake))
 
 
+@pytest.mark.nvcc
 def test_real_nvcc_output_when_available(tmp_path):
     nvcc = shutil.which("nvcc")
     if not nvcc:

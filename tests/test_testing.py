@@ -375,6 +375,7 @@ def test_venv(tmp_path_factory):
     return venv
 
 
+@pytest.mark.integration
 def test_whole_run_on_a_wheel_without_gpu(test_venv, upstream_repo, tmp_path):
     repo, commit = upstream_repo
     raw = fake_mlx_wheel(tmp_path / "raw")

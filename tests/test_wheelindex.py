@@ -108,7 +108,7 @@ def test_index_is_deterministic_and_base_url(tmp_path):
     house = tmp_path / "house"
     make_wheel(house, manifest=manifest_for("cpu"))
     first = write_index(house, tmp_path / "a")
-    second = write_index(house, tmp_path / "b")
+    write_index(house, tmp_path / "b")
     assert first.listing.read_bytes() != b""
     for rel in ("index.json", "simple/index.html"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()

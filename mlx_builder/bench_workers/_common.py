@@ -139,7 +139,7 @@ def run_cases(job: dict, backends: Iterable[str],
                 if status == "oom":
                     oom_at[(mode, D)] = kL
                     if index + 1 < len(job["cases"]):
-                        raise SystemExit(RESTART_EXIT)
+                        raise SystemExit(RESTART_EXIT) from None
                 continue
             emit({**base, "status": "ok", "ms": got["ms"],
                   "peak_gib": got["peak_bytes"] / GIB,

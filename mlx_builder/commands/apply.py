@@ -51,8 +51,8 @@ def command(settings, mlx_ref, series_name, target, dest, as_json) -> None:
         f"{tree.branch}, head {tree.head[:12]}"]
     if not tree.applied:
         lines.append("applied:   (no patches for this target)")
-    lines += [f"  applied  {p.file}  [{p.target}]" for p in tree.applied]
-    lines += [f"  skipped  {p.file}  ({p.upstream})" for p in tree.skipped]
+    lines += [f"  applied  {p.label}  [{p.target}]" for p in tree.applied]
+    lines += [f"  skipped  {p.label}  ({p.upstream})" for p in tree.skipped]
     if tree.previous:
         lines.append(f"note: the branch's previous tip {tree.previous[:12]} is "
                      "kept as refs/mlx-builder/previous")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import click
@@ -40,7 +41,7 @@ def command(settings, mlx_ref, series_name, source_dir, target_spec, list_only, 
         path = Path(tree.path)
     decls, _, _ = needed(path, targets)
     if list_only:
-        rows = [{"name": d.name, "pin": pin(d), "needed": need,
+        rows: list[dict[str, Any]] = [{"name": d.name, "pin": pin(d), "needed": need,
                  "source": d.git_repository or d.url, "declared_in": f"{d.file}:{d.line}",
                  "condition": d.condition_text(), "cache": str(cache_path(settings, d))}
                 for d, need in decls]

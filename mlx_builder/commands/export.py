@@ -5,25 +5,38 @@ from __future__ import annotations
 import click
 
 from mlx_builder.console import console, err_console
-from mlx_builder.export import export_series
+from mlx_builder.export import export_many
 
 
 @click.command("export")
-@click.option("--series", "series_name", required=True,
-              help="Series to regenerate (a name from patches/index.toml).")
-@click.option("--from", "source", required=True,
-              help="Work tree path, or a branch of a work tree made by apply.")
+@click.option("--series", "series_names", required=True, multiple=True,
+              help="Series to regenerate (a name from patches/index.toml); "
+                   "repeat with --from to export several series at once.")
+@click.option("--from", "sources", required=True, multiple=True,
+              help="Work tree path, or a branch of a work tree made by apply "
+                   "(one per --series, in the same order).")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit non-zero (20) if disk and branch differ.")
 @click.pass_obj
-def command(settings, series_name, source, check) -> None:
+def command(settings, series_names, sources, check) -> None:
     """Write one `git format-patch` file per commit since the recorded base.
 
     Output is deterministic: no commit hashes, stats, signatures or numbering
-    that change between exports. index.toml is never rewritten; entries for
-    new patches are printed for you to add.
+    that change between exports. Common patches (patches/common/) are
+    written once; trees exported together must agree about them, and a
+    changed one must still apply to the other series that list it.
+    patches/SHA256SUMS is updated; index.toml is never rewritten: entries
+    for new patches are printed for you to add.
     """
-    result = export_series(settings, series_name, source, check=check)
+    if len(series_names) != len(sources):
+        raise click.UsageError("give one --from per --series")
+    results = export_many(settings, list(zip(series_names, sources)),
+                          check=check)
+    for result in results:
+        _report(result, check)
+
+
+def _report(result, check: bool) -> None:
     for warning in result.warnings:
         err_console.print(f"warning: {warning}")
     verb = "up to date" if check else "exported"
