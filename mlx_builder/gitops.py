@@ -28,7 +28,8 @@ from mlx_builder.settings import Settings
 # the same series on the same base always gives the same commit hashes.
 COMMITTER = ("mlx-builder", "mlx-builder@localhost")
 BASE_REF = "refs/mlx-builder/base"
-PREVIOUS_REF = "refs/mlx-builder/previous"
+PREVIOUS_REF = "refs/mlx-builder/previous"     # the latest old tip
+KEPT_PREFIX = "refs/mlx-builder/kept/"         # every old tip, by its commit
 # Isolate from the user's global/system git config where output must be
 # byte-stable (format-patch, commits).
 ISOLATED_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -151,7 +152,16 @@ def ensure_mirror(settings: Settings) -> git.Repo:
                 f"{local} is not a git repository",
                 "--mlx-repo / MLX_BUILDER_MLX_REPO names a directory",
                 "point it at an MLX clone or bare mirror, or at a URL") from None
+    from mlx_builder import locks
+    with locks.mirror_lock(settings):
+        return _cached_mirror(settings)
+
+
+def _cached_mirror(settings: Settings) -> git.Repo:
     mirror = settings.mirror_dir
+    if mirror.parent.is_dir():     # left by a clone that was killed
+        for stale in mirror.parent.glob(mirror.name + ".*.partial"):
+            shutil.rmtree(stale, ignore_errors=True)
     if mirror.is_dir():
         repo = git.Repo(mirror)
         origin = repo.remote("origin")
@@ -359,11 +369,14 @@ def link_objects(repo: git.Repo, mirror: git.Repo) -> None:
 def checkout_branch(repo: git.Repo, branch: str, commit: str) -> str | None:
     """Point ``branch`` at ``commit`` and check it out (tree must be clean).
 
-    Returns the branch's previous tip when it differed (also kept in
-    ``refs/mlx-builder/previous``), so no committed work is lost.
+    Returns the branch's previous tip when it differed. Every such tip is
+    kept as ``refs/mlx-builder/kept/<commit>`` (the latest also as
+    ``refs/mlx-builder/previous``), so no committed work is lost however
+    often the tree is re-pointed.
     """
     old = rev_commit(repo, f"refs/heads/{branch}")
     if old and old != commit:
+        run_git(repo, "update-ref", KEPT_PREFIX + old, old)
         run_git(repo, "update-ref", PREVIOUS_REF, old)
     run_git(repo, "checkout", "-q", "-f", "-B", branch, commit)
     run_git(repo, "update-ref", BASE_REF, commit)
