@@ -19,6 +19,7 @@ from typing import Mapping
 
 import git
 
+from mlx_builder import signals
 from mlx_builder.console import err_console, progress
 from mlx_builder.errors import (DirtyTreeError, FetchError, MlxBuilderError,
                                 RefError)
@@ -85,6 +86,8 @@ def run_git(where: git.Repo | Path | str, *args: str,
         ["git", *args], with_extended_output=True, with_exceptions=False,
         env=dict(env or {}), strip_newline_in_stdout=strip)
     result = GitResult(rc, out, err)
+    if rc != 0 and signals.pending():
+        signals.checkpoint()       # git died of the signal we hold: raise that
     if check and rc != 0:
         raise MlxBuilderError(
             f"git {' '.join(args[:3])} failed (exit {rc}) in {cwd}",

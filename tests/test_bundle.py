@@ -11,7 +11,7 @@ import pytest
 
 from mlx_builder.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
                                 plan_from_tree, read_bundle_json, tree_files, write_bundle)
-from mlx_builder.errors import DepsError, TargetError
+from mlx_builder.errors import BundleError, DepsError, TargetError
 from mlx_builder.series import PatchEntry
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
@@ -173,7 +173,7 @@ def test_tampered_dependency_is_detected(world):
     plan = open_bundle(s, path)
     top = plan.src.parent
     (top / "deps/fmt/include/fmt/core.h").write_text("// changed\n")
-    with pytest.raises(DepsError, match="does not match bundle.json"):
+    with pytest.raises(BundleError, match="does not match its bundle.json"):
         _verify(top)
 
 
