@@ -130,9 +130,9 @@ def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
             try:
                 value = int(value)
             except (TypeError, ValueError):
-                raise ConfigError(f"jobs must be an integer, got {value!r}") from None
+                raise _bad(key, value, "an integer") from None
             if value < 1:
-                raise ConfigError(f"jobs must be at least 1, got {value}")
+                raise _bad(key, value, "at least 1")
         elif key in _BOOL_FIELDS:
             if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
                 value = value.strip().lower() in _TRUE
@@ -208,7 +208,7 @@ def load_settings(env: Mapping[str, str] | None = None,
     path = explicit or _default_config_path()
     merged: dict[str, Any] = {}
     if path.exists() and not path.is_dir():
-        merged.update(_from_file(path))
+        merged.update(_coerce(_from_file(path)))      # the file's own values checked
         merged["config_path"] = path
     elif explicit is not None:
         raise ConfigError(

@@ -288,6 +288,11 @@ def _parse_listing(text: str, where: str) -> tuple[dict[str, Any], ...]:
             raise TypeError("'wheels' is not a list")
         for item in wheels:
             item["filename"], item["url"], item["tags"]  # noqa: B018
+            if not all(isinstance(item[k], str) for k in ("filename", "url")) \
+                    or not isinstance(item["tags"], list):
+                raise TypeError(f"filename/url must be strings and tags a list: {item!r}"[:200])
+            if item.get("manifest") is not None and not isinstance(item["manifest"], dict):
+                raise TypeError(f"the manifest of {item['filename']} is not an object")
     except (ValueError, KeyError, TypeError) as exc:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",

@@ -47,7 +47,8 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
     if bundle_sha256 and not bundle:
-        raise BuildError("--sha256 pins a bundle", "it needs --from-bundle FILE")
+        raise BuildError("--sha256 pins a bundle", "it was given without --from-bundle FILE",
+                         "add --from-bundle FILE, or drop --sha256")
     if bundle:
         targets = parse_targets(target_spec) if target_spec else None
         if configure_only:
