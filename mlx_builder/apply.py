@@ -322,26 +322,29 @@ def _record(tree: git.Repo, url: str, resolved: gitops.ResolvedRef,
 
 
 class _Undo:
-    """Puts an existing work tree back as it was: HEAD, its commit, every ref."""
+    """Puts an existing work tree back as it was: HEAD, its commit, every ref
+    and the ``mlx-builder.*`` config keys."""
 
     def __init__(self, tree: git.Repo, head: str, commit: str | None,
-                 refs: dict[str, str]) -> None:
+                 refs: dict[str, str], config: dict[str, str] | None = None) -> None:
         self.tree, self.head, self.commit, self.refs = tree, head, commit, refs
+        self.config = config or {}
 
     @classmethod
     def capture(cls, tree: git.Repo) -> "_Undo":
         head = gitops.run_git(tree, "symbolic-ref", "-q", "HEAD", check=False).out.strip()
-        return cls(tree, head, gitops.rev_commit(tree, "HEAD"), _refs(tree))
+        return cls(tree, head, gitops.rev_commit(tree, "HEAD"), _refs(tree), _config(tree))
 
     def to_json(self) -> dict:
-        return {"head": self.head, "commit": self.commit, "refs": self.refs}
+        return {"head": self.head, "commit": self.commit, "refs": self.refs,
+                "config": self.config}
 
     @classmethod
     def from_json(cls, tree: git.Repo, data: dict) -> "_Undo":
-        refs = data["refs"]
-        if not isinstance(refs, dict):
-            raise TypeError("refs is not a table")
-        return cls(tree, str(data["head"]), data["commit"], dict(refs))
+        refs, config = data["refs"], data.get("config", {})
+        if not isinstance(refs, dict) or not isinstance(config, dict):
+            raise TypeError("refs and config must be tables")
+        return cls(tree, str(data["head"]), data["commit"], dict(refs), dict(config))
 
     def run(self) -> None:
         run = gitops.run_git
@@ -354,6 +357,17 @@ class _Undo:
             run(self.tree, "checkout", "-q", "-f", self.commit, check=False)
             if self.head.startswith("refs/heads/"):
                 run(self.tree, "symbolic-ref", "HEAD", self.head, check=False)
+        for key in _config(self.tree):
+            if key not in self.config:
+                run(self.tree, "config", "--local", "--unset-all", key, check=False)
+        for key, value in self.config.items():
+            run(self.tree, "config", "--local", key, value, check=False)
+
+
+def _config(tree: git.Repo) -> dict[str, str]:
+    out = gitops.run_git(tree, "config", "--local", "--get-regexp", r"^mlx-builder\.",
+                         check=False).out
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
 
 
 def _refs(tree: git.Repo) -> dict[str, str]:

@@ -88,6 +88,8 @@ def test_sigterm_sighup_sigint_at_every_git_call_leave_old_or_new(upstream, tmp_
         state = tree_digest(dest)
         assert state in (old, new), f"git call {at}, SIG{sig}: half-written tree"
         assert not (dest / ".git" / JOURNAL).exists()
+        series = git(dest, "config", "mlx-builder.series")       # config comes back too
+        assert series == ("v0.1" if state == old else "v0.2"), (at, sig)
         if "Traceback" in proc.stderr:     # Ctrl-C while Python imports, before main()
             assert sig == "INT" and state == old and at <= 2, proc.stderr
             assert proc.stderr.rstrip().endswith("KeyboardInterrupt")
