@@ -37,6 +37,7 @@ from typing import Any, Iterable
 
 from packaging.version import Version
 
+from mlx_builder import locks
 from mlx_builder.bundle import SourcePlan, open_bundle, plan_from_tree, tree_files
 from mlx_builder.deps import setup_py_defines
 from mlx_builder.console import console, err_console, progress
@@ -57,16 +58,17 @@ _MAKE = re.compile(r"^\s*\[\s*(\d+)%\]")
 # ----------------------------------------------------------------- planning / staging
 
 def make_plan(settings: Settings, source: Any, targets: TargetSet | None,
-              from_bundle: bool) -> SourcePlan:
+              from_bundle: bool, bundle_sha256: str | None = None) -> SourcePlan:
     if from_bundle:
-        return open_bundle(settings, Path(source), targets)
+        return open_bundle(settings, Path(source), targets, bundle_sha256)
     if targets is None:
         raise BuildError("no build target given", "", "pass --target")
     if isinstance(source, (str, Path)) and Path(source).is_dir():
         return plan_from_tree(settings, Path(source), targets)
     if isinstance(source, str):
         from mlx_builder.apply import prepare_tree
-        source = prepare_tree(settings, source, target=targets.patch_target)
+        source = prepare_tree(settings, source, target=targets.patch_target,
+                              tree_name=targets.tag)
     return plan_from_tree(settings, source, targets)
 
 
@@ -79,24 +81,37 @@ def stage(settings: Settings, plan: SourcePlan) -> Path:
     if plan.bundle_sha256:
         staged = plan.src
     else:
-        staged = settings.worktrees_dir / "builds" / _slug(plan.label) / "src"
+        staged = build_folder(settings, plan) / "src"
         staged.mkdir(parents=True, exist_ok=True)
-        for rel in tree_files(plan.src):
-            src, dst = plan.src / rel, staged / rel
-            if src.is_symlink():
-                if dst.is_symlink() or dst.exists():
-                    dst.unlink()
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(os.readlink(src), dst)
-                continue
-            st = src.stat()
-            if dst.is_file() and (dst.stat().st_size, int(dst.stat().st_mtime)) == \
-                    (st.st_size, int(st.st_mtime)) and rel != "setup.py":
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
+        with locks.tree_lock(settings, plan.src):
+            _copy_tree(plan.src, staged)
     install_version_hook(staged)
     return staged
+
+
+def build_folder(settings: Settings, plan: SourcePlan) -> Path:
+    """The folder a build writes (and locks): the bundle's unpack folder, or
+    ``<work>/builds/<label>``."""
+    if plan.bundle_sha256:
+        return plan.src.parent
+    return settings.worktrees_dir / "builds" / _slug(plan.label)
+
+
+def _copy_tree(source: Path, staged: Path) -> None:
+    for rel in tree_files(source):
+        src, dst = source / rel, staged / rel
+        if src.is_symlink():
+            if dst.is_symlink() or dst.exists():
+                dst.unlink()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), dst)
+            continue
+        st = src.stat()
+        if dst.is_file() and (dst.stat().st_size, int(dst.stat().st_mtime)) == \
+                (st.st_size, int(st.st_mtime)) and rel != "setup.py":
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
 
 
 # ----------------------------------------------------------------- environment
@@ -196,10 +211,9 @@ class Prepared:
     runner: StepRunner
 
 
-def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bundle: bool,
+def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
              python: str | None, isolation: bool | None, extra: Iterable[str],
              check_python: bool = True) -> Prepared:
-    plan = make_plan(settings, source, targets, from_bundle)
     targets = plan.targets
     python = python or sys.executable
     staged = stage(settings, plan)
@@ -244,11 +258,22 @@ def build_venv(python: str, wheels: Path, requires: list[str], dest: Path,
 def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
                 out_dir: Path, *, from_bundle: bool = False, python: str | None = None,
                 isolation: bool | None = None,
-                extra_cmake_args: Iterable[str] = ()) -> Path:
-    """Build, verify and label one wheel; returns its path in ``out_dir``."""
+                extra_cmake_args: Iterable[str] = (),
+                bundle_sha256: str | None = None) -> Path:
+    """Build, verify and label one wheel; returns its path in ``out_dir``.
+    The build folder is locked for the whole build."""
     start = time.monotonic()
-    p = _prepare(settings, source, targets, from_bundle, python, isolation, extra_cmake_args)
-    plan, targets = p.plan, p.plan.targets
+    plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
+    with locks.build_lock(settings, build_folder(settings, plan)):
+        return _build_wheel(settings, plan, out_dir, from_bundle, python, isolation,
+                            extra_cmake_args, start)
+
+
+def _build_wheel(settings: Settings, plan: SourcePlan, out_dir: Path, from_bundle: bool,
+                 python: str | None, isolation: bool | None,
+                 extra_cmake_args: Iterable[str], start: float) -> Path:
+    p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args)
+    targets = plan.targets
     env = build_env(settings, plan, p.tc, p.cmake_args)
     wheel_tmp = p.staged.parent / f"wheel-{_slug(targets.tag)}"
     shutil.rmtree(wheel_tmp, ignore_errors=True)
@@ -278,10 +303,18 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
 
 def configure_only(settings: Settings, source: Any, targets: TargetSet | None, *,
                    from_bundle: bool = False, python: str | None = None,
-                   extra_cmake_args: Iterable[str] = ()) -> Path:
+                   extra_cmake_args: Iterable[str] = (),
+                   bundle_sha256: str | None = None) -> Path:
     """Run only CMake's configure step, with the arguments setup.py would pass:
     proves that every dependency resolves offline. Returns the build dir."""
-    p = _prepare(settings, source, targets, from_bundle, python, False, extra_cmake_args,
+    plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
+    with locks.build_lock(settings, build_folder(settings, plan)):
+        return _configure_only(settings, plan, from_bundle, python, extra_cmake_args)
+
+
+def _configure_only(settings: Settings, plan: SourcePlan, from_bundle: bool,
+                    python: str | None, extra_cmake_args: Iterable[str]) -> Path:
+    p = _prepare(settings, plan, from_bundle, python, False, extra_cmake_args,
                  check_python=False)
     bdir = p.staged.parent / f"configure-{_slug(p.plan.targets.tag)}"
     shutil.rmtree(bdir, ignore_errors=True)
@@ -347,5 +380,5 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
         dependencies=[d.to_json() for d in plan.deps.deps],
         disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
-        built_from=built_from)
+        built_from=built_from, bundle_sha256=plan.bundle_sha256)
     return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)

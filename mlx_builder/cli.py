@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from mlx_builder import __version__, commands
+from mlx_builder import __version__, commands, signals
 from mlx_builder.console import err_console
-from mlx_builder.errors import MlxBuilderError
+from mlx_builder.errors import FileSystemError, MlxBuilderError, Terminated
 from mlx_builder.settings import load_settings
 
 
@@ -50,25 +50,46 @@ def _discover() -> list[click.Command]:
               help="Never touch the network (env MLX_BUILDER_OFFLINE=1).")
 @click.option("-j", "--jobs", type=int, default=None,
               help="Parallel build jobs (default: core count).")
+@click.option("--no-wait", is_flag=True, default=None,
+              help="Fail at once (exit 30) when another run holds the work tree, "
+                   "build folder or mirror, instead of waiting (env MLX_BUILDER_NO_WAIT=1).")
 @click.pass_context
 def cli(ctx: click.Context, mlx_repo, cache_dir, work_dir, patches_dir,
-        config_path, offline, jobs) -> None:
+        config_path, offline, jobs, no_wait) -> None:
     """Fork-and-patch builds of Apple MLX for long-context attention."""
     ctx.obj = load_settings(
         config_path=config_path, mlx_repo=mlx_repo, cache_dir=cache_dir,
-        work_dir=work_dir, patches_dir=patches_dir, offline=offline, jobs=jobs)
+        work_dir=work_dir, patches_dir=patches_dir, offline=offline, jobs=jobs,
+        no_wait=no_wait)
 
 
 for _cmd in _discover():
     cli.add_command(_cmd)
 
 
+def _os_error(exc: OSError) -> FileSystemError:
+    where = exc.filename if exc.filename is not None else "a file"
+    return FileSystemError(
+        f"cannot use {where}: {exc.strerror or exc}",
+        f"{type(exc).__name__} (errno {exc.errno})" if exc.errno else type(exc).__name__,
+        "check that the path is a writable folder where one is expected (cache, "
+        "work and output folders; --cache-dir, --work-dir, --out) and that the "
+        "disk has space")
+
+
 def main(argv: list[str] | None = None) -> None:
+    signals.install()
     try:
-        cli.main(args=argv, prog_name="mlx-builder", standalone_mode=False)
+        try:
+            cli.main(args=argv, prog_name="mlx-builder", standalone_mode=False)
+        except OSError as exc:
+            raise _os_error(exc) from exc
     except MlxBuilderError as exc:
         err_console.print(exc.render(), markup=False)
         sys.exit(exc.exit_code)
+    except Terminated as exc:
+        err_console.print(f"terminated by signal {exc.signum}")
+        sys.exit(128 + exc.signum)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -157,6 +157,48 @@ class RouteProbeError(MlxBuilderError):
     exit_code = 29
 
 
+class LockError(MlxBuilderError):
+    """Another mlx-builder run holds a work tree, build folder or mirror
+    (``--no-wait`` fails fast instead of waiting)."""
+
+    exit_code = 30
+
+
+class HashMismatchError(MlxBuilderError):
+    """A wheel or bundle whose sha256 differs from the one it was published with."""
+
+    exit_code = 31
+
+
+class ForeignTreeError(MlxBuilderError):
+    """A directory mlx-builder did not make, named where it would write a work tree."""
+
+    exit_code = 32
+
+
+class FileSystemError(MlxBuilderError):
+    """A file or folder that cannot be read or written (read-only cache, a file
+    where a folder should be, a full disk)."""
+
+    exit_code = 33
+
+
+class BundleError(MlxBuilderError):
+    """A bundle that fails verification (a file, the archive's sha256 or its
+    gzip stream) or is not a bundle of a supported shape."""
+
+    exit_code = 34
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived (see signals.py); like KeyboardInterrupt, not
+    an error of the user's making, so not an MlxBuilderError."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum
+
+
 def exit_codes() -> list[tuple[int, str, str]]:
     """(code, class name, first docstring line) for every error class."""
     found: list[type[MlxBuilderError]] = [MlxBuilderError, *_subclasses(MlxBuilderError)]

@@ -19,6 +19,7 @@ from typing import Mapping
 
 import git
 
+from mlx_builder import signals
 from mlx_builder.console import err_console, progress
 from mlx_builder.errors import (DirtyTreeError, FetchError, MlxBuilderError,
                                 RefError)
@@ -28,7 +29,8 @@ from mlx_builder.settings import Settings
 # the same series on the same base always gives the same commit hashes.
 COMMITTER = ("mlx-builder", "mlx-builder@localhost")
 BASE_REF = "refs/mlx-builder/base"
-PREVIOUS_REF = "refs/mlx-builder/previous"
+PREVIOUS_REF = "refs/mlx-builder/previous"     # the latest old tip
+KEPT_PREFIX = "refs/mlx-builder/kept/"         # every old tip, by its commit
 # Isolate from the user's global/system git config where output must be
 # byte-stable (format-patch, commits).
 ISOLATED_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -84,6 +86,8 @@ def run_git(where: git.Repo | Path | str, *args: str,
         ["git", *args], with_extended_output=True, with_exceptions=False,
         env=dict(env or {}), strip_newline_in_stdout=strip)
     result = GitResult(rc, out, err)
+    if rc != 0 and signals.pending():
+        signals.checkpoint()       # git died of the signal we hold: raise that
     if check and rc != 0:
         raise MlxBuilderError(
             f"git {' '.join(args[:3])} failed (exit {rc}) in {cwd}",
@@ -151,7 +155,16 @@ def ensure_mirror(settings: Settings) -> git.Repo:
                 f"{local} is not a git repository",
                 "--mlx-repo / MLX_BUILDER_MLX_REPO names a directory",
                 "point it at an MLX clone or bare mirror, or at a URL") from None
+    from mlx_builder import locks
+    with locks.mirror_lock(settings):
+        return _cached_mirror(settings)
+
+
+def _cached_mirror(settings: Settings) -> git.Repo:
     mirror = settings.mirror_dir
+    if mirror.parent.is_dir():     # left by a clone that was killed
+        for stale in mirror.parent.glob(mirror.name + ".*.partial"):
+            shutil.rmtree(stale, ignore_errors=True)
     if mirror.is_dir():
         repo = git.Repo(mirror)
         origin = repo.remote("origin")
@@ -227,7 +240,7 @@ def branch_names(repo: git.Repo) -> list[str]:
     return sorted(set(names) | set(remote))
 
 
-def rev_commit(repo: git.Repo, rev: str) -> str | None:
+def rev_commit(repo: git.Repo | Path | str, rev: str) -> str | None:
     res = run_git(repo, "rev-parse", "--verify", "--quiet",
                   "--end-of-options", f"{rev}^{{commit}}", check=False)
     return res.out.strip() if res.ok and res.out.strip() else None
@@ -359,11 +372,14 @@ def link_objects(repo: git.Repo, mirror: git.Repo) -> None:
 def checkout_branch(repo: git.Repo, branch: str, commit: str) -> str | None:
     """Point ``branch`` at ``commit`` and check it out (tree must be clean).
 
-    Returns the branch's previous tip when it differed (also kept in
-    ``refs/mlx-builder/previous``), so no committed work is lost.
+    Returns the branch's previous tip when it differed. Every such tip is
+    kept as ``refs/mlx-builder/kept/<commit>`` (the latest also as
+    ``refs/mlx-builder/previous``), so no committed work is lost however
+    often the tree is re-pointed.
     """
     old = rev_commit(repo, f"refs/heads/{branch}")
     if old and old != commit:
+        run_git(repo, "update-ref", KEPT_PREFIX + old, old)
         run_git(repo, "update-ref", PREVIOUS_REF, old)
     run_git(repo, "checkout", "-q", "-f", "-B", branch, commit)
     run_git(repo, "update-ref", BASE_REF, commit)

@@ -20,6 +20,7 @@ then PTX; among equals the newest version, then the best wheel tag.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ from packaging import tags as ptags
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder.errors import ConfigError, WheelError
+from mlx_builder.errors import ConfigError, FetchError, HashMismatchError, WheelError
 
 FAKE_GPU_ENV = "MLX_BUILDER_FAKE_GPU"
 FAKE_PLATFORM_ENV = "MLX_BUILDER_FAKE_PLATFORM"
@@ -457,3 +458,91 @@ def pip_command(python: str, location: str, pip_args: Sequence[str] = (),
         if "://" not in location:
             cmd += ["--find-links", os.path.dirname(os.path.abspath(location))]
     return cmd + list(pip_args) + [location]
+
+
+# --- hash-checked installation ------------------------------------------------
+
+PIP_HASH_MISMATCH = "DO NOT MATCH THE HASHES"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def expected_sha256(entry: Mapping[str, Any]) -> str:
+    value = str(entry.get("sha256") or "").lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise WheelError(f"the index lists no sha256 for {entry.get('filename')}",
+                         f"sha256 {entry.get('sha256')!r}",
+                         "regenerate the index with `mlx-builder index`")
+    return value
+
+
+def fetch_verified(location: str, sha256: str, dest_dir: str | os.PathLike,
+                   timeout: float = 120.0) -> str:
+    """A local path of the wheel at ``location`` whose sha256 is ``sha256``
+    (a URL is downloaded into ``dest_dir`` first); HashMismatchError otherwise."""
+    if "://" in location and not location.startswith("file://"):
+        import urllib.request
+        target = os.path.join(dest_dir, os.path.basename(location.split("?")[0]))
+        os.makedirs(dest_dir, exist_ok=True)
+        try:
+            with urllib.request.urlopen(location, timeout=timeout) as resp, \
+                    open(target, "wb") as fh:      # noqa: S310
+                shutil.copyfileobj(resp, fh)
+        except OSError as exc:
+            raise FetchError(f"cannot download {location}", str(exc),
+                             "check the URL and the network") from None
+        path = target
+    else:
+        import urllib.parse
+        import urllib.request
+        path = (urllib.request.url2pathname(urllib.parse.urlparse(location).path)
+                if location.startswith("file://") else location)
+        if not os.path.isfile(path):
+            raise WheelError(f"the index names {path}, which does not exist",
+                             "the wheelhouse changed after `mlx-builder index`",
+                             "regenerate the index")
+    got = file_sha256(path)
+    if got != sha256:
+        raise HashMismatchError(
+            f"{os.path.basename(path)} does not match the sha256 the index lists",
+            f"file {got} != index {sha256}",
+            "the wheel was replaced or damaged after `mlx-builder index`: rebuild "
+            "or re-download it and run `mlx-builder index` again; nothing was installed")
+    return path
+
+
+def wheel_requires(path: str | os.PathLike) -> list[str]:
+    """The wheel's Requires-Dist lines, without those that only extras need."""
+    import zipfile
+    from email.parser import HeaderParser
+    with zipfile.ZipFile(path) as zf:
+        meta = next((n for n in zf.namelist()
+                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if meta is None:
+            raise WheelError(f"{os.path.basename(path)} has no .dist-info/METADATA")
+        headers = HeaderParser().parsestr(zf.read(meta).decode("utf-8", "replace"))
+    return [r for r in headers.get_all("Requires-Dist") or []
+            if "extra" not in r.partition(";")[2]]
+
+
+def hashed_pip_commands(python: str, wheel: str, sha256: str, project: str,
+                        req_file: str | os.PathLike, pip_args: Sequence[str] = (),
+                        offline: bool = False) -> list[list[str]]:
+    """pip in hash-checking mode for the wheel itself (``--require-hashes``,
+    ``--no-deps``: the hash pins that one file), then, unless --no-deps was
+    asked for, a second call for its Requires-Dist. Writes ``req_file``."""
+    from pathlib import Path
+    uri = Path(wheel).resolve().as_uri()
+    Path(req_file).write_text(f"{project} @ {uri} --hash=sha256:{sha256}\n")
+    first = pip_command(python, wheel, pip_args, offline)[:-1]
+    commands = [[*first, "--require-hashes", "--no-deps", "-r", str(req_file)]]
+    requires = wheel_requires(wheel)
+    if requires and "--no-deps" not in pip_args:
+        commands.append([*first, *requires])
+    return commands

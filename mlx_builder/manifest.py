@@ -111,8 +111,9 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
                    runtime_requires: Iterable[str] = (), requires_source: str = "",
                    gpu_code: Mapping[str, Any] | None = None,
                    cmake_args: Iterable[str] = (), built_from: str = "tree",
-                   name: str = "mlx") -> dict[str, Any]:
-    return {
+                   name: str = "mlx", bundle_sha256: str | None = None) -> dict[str, Any]:
+    extra = {"bundle_sha256": bundle_sha256} if bundle_sha256 else {}
+    return {**extra,
         "schema": SCHEMA, "tool": f"mlx-builder {__version__}", "name": name,
         "version": version,
         "upstream_url": prov.upstream_url, "upstream_ref": prov.upstream_ref,
@@ -143,10 +144,34 @@ def read_manifest(wheel: Path) -> dict[str, Any]:
                 raise WheelError(f"{Path(wheel).name} has no mlx-builder manifest",
                                  f"no member {MANIFEST_PATH}",
                                  "only wheels built by mlx-builder carry one")
-            return json.loads(zf.read(names[0]))
+            data = json.loads(zf.read(names[0]))
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
         raise WheelError(f"cannot read the manifest of {Path(wheel).name}", str(exc),
                          "is the file a complete wheel?") from None
+    check_manifest(data, Path(wheel).name)
+    return data
+
+
+_MANIFEST_TYPES = {"version": str, "target": str, "backend": str, "archs": list,
+                   "upstream_commit": str, "patches": list, "dependencies": list,
+                   "toolchain": dict, "gpu_code": dict, "runtime_requires": list}
+
+
+def check_manifest(data: Any, where: str) -> None:
+    """A manifest is a JSON object whose keys other code reads have their types."""
+    bad = (f"a JSON object expected, got {type(data).__name__}"
+           if not isinstance(data, dict) else
+           next((f"{k} must be a {t.__name__}, got {type(data[k]).__name__}"
+                 for k, t in _MANIFEST_TYPES.items()
+                 if data.get(k) is not None and not isinstance(data[k], t)), None))
+    if bad is None and isinstance(data, dict):
+        bad = next(("patches/dependencies entries must be objects with file/name"
+                    for key, name in (("patches", "file"), ("dependencies", "name"))
+                    for p in data.get(key) or []
+                    if not isinstance(p, dict) or not isinstance(p.get(name), str)), None)
+    if bad:
+        raise WheelError(f"the mlx-builder manifest of {where} has the wrong shape", bad,
+                         "rebuild the wheel with `mlx-builder build`")
 
 
 def record_hash(data: bytes) -> str:

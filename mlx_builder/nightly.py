@@ -274,7 +274,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
     try:
         tset = parse_targets(target)
         tree = prepare_tree(settings, report.commit, series_name=report.series,
-                            target=tset.patch_target)
+                            target=tset.patch_target, tree_name=tset.tag)
         from mlx_builder.build import build_wheel  # heavy: only when compiling
         wheel = build_wheel(settings, tree, tset, out_dir)
     except MlxBuilderError as exc:

@@ -70,6 +70,7 @@ class Settings:
     log_dir: Path | None = None
     jobs: int = field(default_factory=lambda: os.cpu_count() or 2)
     offline: bool = False
+    no_wait: bool = False                 # fail at once on a lock another run holds
     dep_sources: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}))
     config_path: Path | None = None
@@ -98,6 +99,15 @@ class Settings:
 
 
 _PATH_FIELDS = {"cache_dir", "work_dir", "patches_dir", "log_dir", "config_path"}
+_BOOL_FIELDS = {"offline", "no_wait"}
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+
+
+def _bad(key: str, value: Any, want: str) -> ConfigError:
+    return ConfigError(f"setting {key} must be {want}, got {value!r}",
+                       "from the config file, the environment or an option",
+                       "fix the value (see the top of mlx_builder/settings.py "
+                       "or README.md for the format)")
 
 
 def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,20 +121,36 @@ def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
                 "fix the name in your config file or environment",
             )
         if key in _PATH_FIELDS and value is not None:
-            value = Path(str(value)).expanduser()
+            if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+                raise _bad(key, value, "a path (a non-empty string)")
+            try:
+                value = Path(str(value)).expanduser()
+            except RuntimeError as exc:  # "~user" of a user that does not exist
+                raise _bad(key, value, f"a path whose ~ expands ({exc})") from None
         elif key == "jobs":
+            if isinstance(value, bool) or isinstance(value, (float, list, dict)):
+                raise _bad(key, value, "an integer")
             try:
                 value = int(value)
             except (TypeError, ValueError):
-                raise ConfigError(f"jobs must be an integer, got {value!r}") from None
+                raise _bad(key, value, "an integer") from None
             if value < 1:
-                raise ConfigError(f"jobs must be at least 1, got {value}")
-        elif key == "offline" and isinstance(value, str):
-            value = value.strip().lower() in {"1", "true", "yes", "on"}
+                raise _bad(key, value, "at least 1")
+        elif key in _BOOL_FIELDS:
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                value = value.strip().lower() in _TRUE
+            elif not isinstance(value, bool):
+                raise _bad(key, value, "true or false")
         elif key == "dep_sources":
+            if not isinstance(value, Mapping) or not all(
+                    isinstance(k, str) and isinstance(v, str) and v.strip()
+                    for k, v in value.items()):
+                raise _bad(key, value, "a table of name = \"repo or folder\" strings")
             value = MappingProxyType({str(k).lower(): str(v)
                                       for k, v in dict(value).items()})
         elif key == "mlx_repo":
+            if not isinstance(value, str) or not value.strip():
+                raise _bad(key, value, "a URL or a path")
             value = str(value)
         out[key] = value
     return out
@@ -139,6 +165,15 @@ def _from_file(path: Path) -> dict[str, Any]:
             f"cannot parse config file {path}", str(exc),
             "fix the TOML syntax or point MLX_BUILDER_CONFIG elsewhere",
         ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}",
+                          getattr(exc, "strerror", None) or str(exc),
+                          "fix its permissions or point MLX_BUILDER_CONFIG elsewhere"
+                          ) from None
+    if "config_path" in data:
+        raise ConfigError(f"config file {path} sets config_path",
+                          "the config file cannot name another config file",
+                          "remove the key")
     return data
 
 
@@ -152,6 +187,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "LOGS": "log_dir",
         "JOBS": "jobs",
         "OFFLINE": "offline",
+        "NO_WAIT": "no_wait",
     }
     for suffix, key in simple.items():
         value = env.get(ENV_PREFIX + suffix)
@@ -174,16 +210,20 @@ def load_settings(env: Mapping[str, str] | None = None,
                                if env.get("MLX_BUILDER_CONFIG") else None)
     path = explicit or _default_config_path()
     merged: dict[str, Any] = {}
-    if path.is_file():
-        merged.update(_from_file(path))
+    if path.exists() and not path.is_dir():
+        merged.update(_coerce(_from_file(path)))      # the file's own values checked
         merged["config_path"] = path
     elif explicit is not None:
         raise ConfigError(
-            f"config file {path} does not exist",
+            f"config file {path} does not exist" if not path.exists()
+            else f"config file {path} is not a file",
             "it was named by --config or MLX_BUILDER_CONFIG",
             "create it or unset MLX_BUILDER_CONFIG",
         )
     env_values = _from_env(env)
+    if not isinstance(merged.get("dep_sources", {}), Mapping):
+        raise _bad("dep_sources", merged["dep_sources"],
+                   "a table of name = \"repo or folder\" strings")
     file_deps = dict(merged.get("dep_sources", {}))
     file_deps.update(env_values.pop("dep_sources", {}))
     merged.update(env_values)

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from rich.table import Table
 
 from mlx_builder.console import console, progress
-from mlx_builder.errors import TestFailureError, WheelError
+from mlx_builder.errors import FetchError, TestFailureError, WheelError
 from mlx_builder.junit import JUnitReport, parse_junit
 from mlx_builder.runner import StepRunner
 
@@ -79,7 +79,7 @@ PART_KEYS = tuple(p.key for p in PARTS)
 @dataclass
 class PartResult:
     part: Part
-    status: str  # passed | failed | error | skipped
+    status: str  # passed | failed | error | skipped | not run
     report: JUnitReport | None = None
     note: str = ""
     junit: Path | None = None
@@ -393,14 +393,21 @@ def judge_part(part: Part, rc: int, junit: Path, log: Path) -> PartResult:
 
 def run_parts(runner: StepRunner, vpy: Path, parts: Iterable[Part], *, suites: Path,
               upstream_test: Path | None, junit_dir: Path, env: Mapping[str, str],
-              skip: Mapping[str, str], pytest_args: Sequence[str] = ()) -> list[PartResult]:
+              skip: Mapping[str, str], pytest_args: Sequence[str] = (),
+              not_run: Mapping[str, str] | None = None) -> list[PartResult]:
+    """Run each part; ``skip`` and ``not_run`` map a part to why it does not
+    run (skipped: it does not apply to this wheel or host; not run: something
+    it needs is missing, and the note says how to provide it)."""
+    not_run = not_run or {}
     results = []
     parts = list(parts)
     junit_dir.mkdir(parents=True, exist_ok=True)
     with progress("testing the wheel", total=len(parts)) as (prog, task):
         for part in parts:
             prog.update(task, description=f"test: {part.title}")
-            if part.key in skip:
+            if part.key in not_run:
+                results.append(PartResult(part, "not run", note=not_run[part.key]))
+            elif part.key in skip:
                 results.append(PartResult(part, "skipped", note=skip[part.key]))
             else:
                 junit = junit_dir / f"{part.key}.xml"
@@ -418,7 +425,7 @@ def run_parts(runner: StepRunner, vpy: Path, parts: Iterable[Part], *, suites: P
 # ------------------------------------------------------------- reporting
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold red",
-          "skipped": "yellow"}
+          "skipped": "yellow", "not run": "bold yellow"}
 
 
 def summary_table(results: Sequence[PartResult], title: str = "mlx-builder test") -> Table:
@@ -519,6 +526,7 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
                         f"(log {res.log_path}); put its wheel in --wheelhouse"))
 
     upstream_test = None
+    not_run: dict[str, str] = {}
     if "upstream" in opts.parts and opts.upstream_tests is not None:
         upstream_test = stage_upstream_tests_from(opts.upstream_tests, out_dir / "upstream")
         console.print(f"upstream tests from {opts.upstream_tests}")
@@ -528,14 +536,20 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
             skip["upstream"] = why
         else:
             from mlx_builder.gitops import ensure_mirror
-            upstream_test = stage_upstream_tests(ensure_mirror(settings), commit,
-                                                 out_dir / "upstream")
-            console.print(f"upstream tests from {commit[:12]}")
+            try:
+                upstream_test = stage_upstream_tests(ensure_mirror(settings), commit,
+                                                     out_dir / "upstream")
+                console.print(f"upstream tests from {commit[:12]}")
+            except FetchError as exc:
+                not_run["upstream"] = (f"not run: {exc.what}; pass --upstream-tests "
+                                       "DIR|BUNDLE (MLX's python/tests or the bundle "
+                                       "the wheel was built from)")
+                console.print(f"upstream part not run: {exc.what}", markup=False)
     suites = stage_suites(out_dir / "suites")
 
     results = run_parts(runner, vpy, selected, suites=suites, upstream_test=upstream_test,
                         junit_dir=out_dir / "junit", env=env, skip=skip,
-                        pytest_args=opts.pytest_args)
+                        pytest_args=opts.pytest_args, not_run=not_run)
     console.print(summary_table(results, f"mlx-builder test {wheel.name}"))
     extra = measurements_table(results)
     if extra is not None:

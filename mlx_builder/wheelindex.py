@@ -31,7 +31,7 @@ from packaging.utils import (InvalidWheelFilename, canonicalize_name,
 
 from mlx_builder import __version__
 from mlx_builder.errors import FetchError, WheelError
-from mlx_builder.manifest import read_manifest
+from mlx_builder.manifest import read_manifest, verify_record
 
 LISTING_NAME = "index.json"
 SIMPLE_DIR = "simple"
@@ -101,11 +101,39 @@ def describe_wheel(path: Path, url: str) -> WheelEntry:
         manifest = read_manifest(path)
     except WheelError as exc:
         problem = exc.what
+    if manifest is not None:
+        check_wheel_matches_manifest(path, manifest, str(version))
     return WheelEntry(
         filename=path.name, url=url, project=str(name), version=str(version),
         tags=tuple(sorted(str(t) for t in tags)), sha256=_sha256(path),
         size=path.stat().st_size, requires_python=requires,
         manifest=manifest, manifest_error=problem)
+
+
+def check_wheel_matches_manifest(path: Path, manifest: dict[str, Any], version: str) -> None:
+    """Refuse a wheel whose manifest does not describe this very file: the
+    manifest's version is the file's, and RECORD (which inject() rewrote with
+    the manifest) matches every member, so nothing was added or changed since."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        same = Version(str(manifest.get("version"))) == Version(version)
+    except InvalidVersion:
+        same = False
+    if not same:
+        raise WheelError(f"{path.name}: its manifest says version {manifest.get('version')!r}",
+                         f"the file name says {version}; the manifest belongs to another wheel",
+                         "rebuild the wheel (`mlx-builder build`) instead of renaming it; "
+                         "nothing was indexed")
+    try:
+        problems = verify_record(path)
+    except (StopIteration, zipfile.BadZipFile, ValueError) as exc:
+        raise WheelError(f"{path.name}: cannot check its RECORD", str(exc) or "no RECORD",
+                         "rebuild the wheel; nothing was indexed") from None
+    if problems:
+        raise WheelError(f"{path.name} does not match its RECORD and manifest",
+                         f"{len(problems)} member(s) changed, added or missing since it was "
+                         f"built: {', '.join(problems[:5])}",
+                         "rebuild the wheel with `mlx-builder build`; nothing was indexed")
 
 
 def _link(wheel: Path, page_dir: Path, base_url: str | None) -> str:
@@ -260,6 +288,11 @@ def _parse_listing(text: str, where: str) -> tuple[dict[str, Any], ...]:
             raise TypeError("'wheels' is not a list")
         for item in wheels:
             item["filename"], item["url"], item["tags"]  # noqa: B018
+            if not all(isinstance(item[k], str) for k in ("filename", "url")) \
+                    or not isinstance(item["tags"], list):
+                raise TypeError(f"filename/url must be strings and tags a list: {item!r}"[:200])
+            if item.get("manifest") is not None and not isinstance(item["manifest"], dict):
+                raise TypeError(f"the manifest of {item['filename']} is not an object")
     except (ValueError, KeyError, TypeError) as exc:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",

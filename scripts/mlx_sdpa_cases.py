@@ -70,7 +70,6 @@ def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
         row["TB_s"] = 2 * k.nbytes / (ms * 1e-3) / 1e12
     else:
         row["TFLOPs"] = 4 * HEADS * causal_pairs(qL, kL) * D / (ms * 1e-3) / 1e12
-    del q, k, v
     mx.clear_cache()
     return row
 

@@ -6,7 +6,7 @@ import pytest
 
 from gitfixture import git, tree_digest
 from mlx_builder.apply import checkout_clean, prepare_tree
-from mlx_builder.errors import DirtyTreeError, PatchConflictError
+from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
 
 
 def _log(tree) -> list[str]:
@@ -120,7 +120,7 @@ def test_non_git_dest_is_refused(upstream, tmp_path):
     dest = tmp_path / "stuff"
     dest.mkdir()
     (dest / "file").write_text("x")
-    with pytest.raises(DirtyTreeError, match="not a git work tree"):
+    with pytest.raises(ForeignTreeError, match="not a git work tree"):
         prepare_tree(upstream.settings(), "0.1.0", dest=dest)
     assert (dest / "file").read_text() == "x" and len(list(dest.iterdir())) == 1
 

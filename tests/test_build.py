@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_builder import build as build_mod
-from mlx_builder.bundle import SourcePlan, plan_from_tree, write_bundle
+from mlx_builder.bundle import SourcePlan, file_sha256, plan_from_tree, write_bundle
 from mlx_builder.cli import cli
 from mlx_builder.deps import DepsPlan
 from mlx_builder.errors import BuildError
@@ -185,6 +185,7 @@ def test_end_to_end_from_tree_and_from_bundle(tmp_path, no_toolchain, monkeypatc
     assert result.exit_code == 0, result.output
     built = next((tmp_path / "d2").glob("*.whl"))
     assert read_manifest(built)["built_from"].startswith("bundle sha256:")
+    assert read_manifest(built)["bundle_sha256"] == file_sha256(bundle)
     shown = CliRunner().invoke(cli, ["inspect", str(built)])
     assert shown.exit_code == 0 and plan.label in shown.output and "fmt 12.1.0" in shown.output
 

@@ -11,7 +11,7 @@ import pytest
 
 from mlx_builder.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
                                 plan_from_tree, read_bundle_json, tree_files, write_bundle)
-from mlx_builder.errors import DepsError, TargetError
+from mlx_builder.errors import BundleError, TargetError
 from mlx_builder.series import PatchEntry
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
@@ -173,7 +173,7 @@ def test_tampered_dependency_is_detected(world):
     plan = open_bundle(s, path)
     top = plan.src.parent
     (top / "deps/fmt/include/fmt/core.h").write_text("// changed\n")
-    with pytest.raises(DepsError, match="does not match bundle.json"):
+    with pytest.raises(BundleError, match="does not match its bundle.json"):
         _verify(top)
 
 
@@ -205,3 +205,125 @@ def test_bundle_and_inspect_commands(world):
     assert f"bundle:  {path}" in made.output and "MiB" in made.output
     shown = CliRunner().invoke(cli, ["inspect", str(path)])
     assert shown.exit_code == 0 and "fmt 12.1.0" in shown.output and "target:    cpu" in shown.output
+
+
+# ----------------------------------------------------------------- verification
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    """A copy of bundle ``src`` with members changed by ``edit(name, data)``
+    (return None to drop a member, or (name, data) pairs via a list to add)."""
+    import gzip
+    import io
+    with tarfile.open(src) as tf:
+        members = [(m, tf.extractfile(m).read() if m.isfile() else None) for m in tf.getmembers()]
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as out:
+        for m, data in members:
+            for name, new in edit(m.name, data):
+                info = tarfile.TarInfo(name)
+                info.mode, info.type = m.mode, m.type
+                info.size = len(new) if new is not None else 0
+                out.addfile(info, io.BytesIO(new) if new is not None else None)
+    return dst
+
+
+def _changed(suffix: str, new: bytes):
+    return lambda name, data: [(name, new if name.endswith(suffix) else data)]
+
+
+@pytest.fixture
+def made(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "out" / "b.tar.gz")
+    return SimpleNamespace(path=path, node=make_settings(world.tmp, "node"), tmp=world.tmp)
+
+
+def test_bundle_json_hashes_every_file_and_the_archive_hash_lies_beside(made):
+    meta = read_bundle_json(made.path)
+    assert meta["schema"] == 2
+    assert {"mlx/setup.py", "mlx/untracked.txt", "deps/fmt/include/fmt/core.h"} <= set(meta["files"])
+    assert meta["files"]["deps/fmt/support/build.py"]["exec"] is True
+    side = made.path.with_name(made.path.name + ".sha256")
+    assert side.read_text() == f"{file_sha256(made.path)}  {made.path.name}\n"
+
+
+@pytest.mark.parametrize("edit, why", [
+    (_changed("/mlx/setup.py", b"print('evil')\n"), "mlx/setup.py: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// evil\n"), "core.h: sha256 differs"),
+    (lambda n, d: [] if n.endswith("/mlx/CMakeLists.txt") else [(n, d)], "CMakeLists.txt: missing"),
+    (lambda n, d: [(n, d)] + ([(n.rsplit("/", 1)[0] + "/mlx/extra.py", b"x")]
+                              if n.endswith("/mlx/setup.py") else []), "extra.py: not in bundle.json"),
+    (lambda n, d: [(n, d)] + ([(n.split("/")[0] + "/wheels/evil-1.0-py3-none-any.whl", b"w")]
+                              if n.endswith("/mlx/setup.py") else []), "evil-1.0"),
+])
+def test_a_tampered_bundle_never_builds_not_even_on_a_second_try(made, edit, why):
+    bad = _rewrite(made.path, made.tmp / "bad.tar.gz", edit)
+    for _ in range(2):
+        with pytest.raises(BundleError, match="does not match its bundle.json") as exc:
+            open_bundle(made.node, bad)
+        assert why in exc.value.why and exc.value.exit_code == 34
+    bundles = made.node.worktrees_dir / "bundles"
+    assert not bundles.exists() or [p.name for p in bundles.iterdir()
+                                    if not p.name.endswith(".lock")] == []
+
+
+def test_a_corrupt_gzip_stream_is_detected(made):
+    data = bytearray(made.path.read_bytes())
+    data[-6] ^= 0xFF                                   # the CRC in the gzip trailer
+    bad = made.tmp / "crc.tar.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match="is corrupt"):
+        open_bundle(made.node, bad)
+    truncated = made.tmp / "short.tar.gz"
+    truncated.write_bytes(made.path.read_bytes()[:-100])
+    with pytest.raises(BundleError):
+        open_bundle(made.node, truncated)
+
+
+def test_sha256_pin_and_the_file_beside(made):
+    from mlx_builder.errors import HashMismatchError
+    sha = file_sha256(made.path)
+    assert open_bundle(made.node, made.path, expect_sha256="sha256:" + sha.upper()).bundle_sha256 == sha
+    with pytest.raises(HashMismatchError, match=r"\(--sha256\)"):
+        open_bundle(made.node, made.path, expect_sha256="0" * 64)
+    with pytest.raises(BundleError, match="is not a sha256"):
+        open_bundle(made.node, made.path, expect_sha256="abc")
+    side = made.path.with_name(made.path.name + ".sha256")
+    side.write_text("1" * 64 + "  b.tar.gz\n")
+    with pytest.raises(HashMismatchError, match=r"\(b.tar.gz.sha256\)"):
+        open_bundle(make_settings(made.tmp, "node2"), made.path)
+
+
+def test_a_bundle_without_per_file_hashes_needs_a_pin(made):
+    def old(name, data):
+        if name.endswith("/bundle.json"):
+            meta = json.loads(data)
+            meta["schema"] = 1
+            del meta["files"]
+            data = json.dumps(meta).encode()
+        return [(name, data)]
+    legacy = _rewrite(made.path, made.tmp / "legacy.tar.gz", old)
+    with pytest.raises(BundleError, match="no per-file hashes"):
+        open_bundle(made.node, legacy)
+    plan = open_bundle(made.node, legacy, expect_sha256=file_sha256(legacy))
+    assert plan.src.is_dir()
+
+
+@pytest.mark.parametrize("meta", [[1, 2], {"format": "other"}, "text",
+                                  {"format": "mlx-builder-bundle", "schema": 2, "target": "cpu"}])
+def test_bundle_json_of_the_wrong_shape(made, meta):
+    bad = _rewrite(made.path, made.tmp / "shape.tar.gz",
+                   lambda n, d: [(n, json.dumps(meta).encode() if n.endswith("/bundle.json") else d)])
+    with pytest.raises(BundleError, match="wrong shape"):
+        read_bundle_json(bad)
+    with pytest.raises(BundleError, match="wrong shape"):
+        open_bundle(made.node, bad)
+
+
+def test_bundle_out_naming_a_file_is_refused(world):
+    from mlx_builder.errors import BuildError
+    s = make_settings(world.tmp, fmt=world.fmt)
+    (world.tmp / "taken").write_text("x")
+    with pytest.raises(BuildError, match="is a file"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "taken")
+    assert (world.tmp / "taken").read_text() == "x"

@@ -242,3 +242,70 @@ def test_tags_of_another_interpreter_and_faked_platforms():
     plats = {t.platform for t in host.tags}
     assert {"manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"} <= plats
     assert host.machine == "aarch64" and host.system == "Linux"
+
+
+# --- hash checking -----------------------------------------------------------
+
+def _swap(house: Path, version: str) -> Path:
+    """Replace the indexed wheel ``version`` by another file of the same name."""
+    wheel = next(house.glob(f"mlx-{version}-*.whl"))
+    other = make_wheel(house.parent / "elsewhere", version, manifest=manifest_for("cpu"),
+                       marker="swapped")
+    shutil.copy(other, wheel)
+    return wheel
+
+
+def test_install_refuses_a_wheel_swapped_after_index(house, tmp_path, capsys):
+    _swap(house, "0.32.1+mlxb.cpu")
+    target = tmp_path / "site"
+    with pytest.raises(SystemExit) as exc:
+        main(["--offline", "--cache-dir", str(tmp_path / "cache"), "install", "--index",
+              str(house), "--backend", "cpu", f"--pip-arg=--target={target}"])
+    from mlx_builder.errors import HashMismatchError
+    assert exc.value.code == HashMismatchError.exit_code == 31
+    assert "does not match the sha256 the index lists" in " ".join(capsys.readouterr().err.split())
+    assert not target.exists()
+
+
+def test_pip_runs_in_hash_checking_mode(house, tmp_path):
+    from mlx_builder.install import hashed_pip_commands
+    wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
+    req = tmp_path / "req.txt"
+    cmds = hashed_pip_commands("py", str(wheel), "ab" * 32, "mlx", req, ["--no-cache-dir"])
+    assert len(cmds) == 1 and cmds[0][-4:] == ["--require-hashes", "--no-deps", "-r", str(req)]
+    assert req.read_text() == f"mlx @ {wheel.resolve().as_uri()} --hash=sha256:{'ab' * 32}\n"
+    # a wheel with runtime requirements gets a second call for them
+    from mlx_builder.manifest import inject
+    dep = inject(wheel, tmp_path / "d" / wheel.name, manifest=manifest_for("cpu"),
+                 requires=["nvidia-cudnn-cu13==9.*", "pytest; extra == 'dev'"])
+    cmds = hashed_pip_commands("py", str(dep), "ab" * 32, "mlx", req)
+    assert cmds[1][-1] == "nvidia-cudnn-cu13==9.*" and "--require-hashes" not in cmds[1]
+    assert len(hashed_pip_commands("py", str(dep), "ab" * 32, "mlx", req, ["--no-deps"])) == 1
+
+
+def test_pip_itself_refuses_a_hash_mismatch(house, tmp_path):
+    """The file changes between our check and pip's: pip's hash check stops it."""
+    from mlx_builder.install import hashed_pip_commands
+    wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
+    cmd = hashed_pip_commands(sys.executable, str(wheel), "0" * 64, "mlx", tmp_path / "r.txt",
+                              [f"--target={tmp_path / 'site'}"], offline=True)[0]
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    from mlx_builder.install import PIP_HASH_MISMATCH
+    assert proc.returncode != 0 and PIP_HASH_MISMATCH in proc.stdout + proc.stderr
+
+
+def test_index_refuses_a_wheel_whose_record_or_manifest_does_not_match(tmp_path):
+    import zipfile
+    good = make_wheel(tmp_path / "h", "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    with zipfile.ZipFile(good, "a") as zf:
+        zf.writestr("mlx/evil.py", "print('evil')\n")
+    with pytest.raises(WheelError, match="does not match its RECORD"):
+        write_index(tmp_path / "h")
+    assert not (tmp_path / "h" / "index.json").exists()
+    other = tmp_path / "h2"
+    wheel = make_wheel(other, "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    renamed = wheel.with_name(wheel.name.replace("mlxb.cpu", "mlxb.cu90a"))
+    wheel.rename(renamed)
+    with pytest.raises(WheelError, match="its manifest says version"):
+        write_index(other)

@@ -409,3 +409,24 @@ def test_wheel_without_manifest_skips_upstream_with_a_reason(tmp_path):
     commit, why = testing.upstream_commit_of(raw)
     assert commit is None and "--upstream-commit" in why
     assert testing.upstream_commit_of(raw, "abc") == ("abc", "")
+
+
+def test_offline_without_a_mirror_runs_the_other_parts(test_venv, tmp_path):
+    """--offline on a GPU node with no cached mirror: the upstream part is
+    'not run' with the --upstream-tests hint; the rest runs and decides."""
+    raw = fake_mlx_wheel(tmp_path / "raw")
+    wheel = inject(raw, tmp_path / "dist" / raw.name, manifest={
+        "schema": 1, "version": "0.0.1", "upstream_commit": "846d176227a0", "target": "cpu"})
+    settings = Settings(mlx_repo="https://example.invalid/mlx", cache_dir=tmp_path / "cache",
+                        offline=True)
+    opts = testing.WheelTestOptions(
+        out_dir=tmp_path / "out", venv_dir=test_venv, offline=True, reuse_venv=True,
+        parts=("upstream", "memory"))
+    results = testing.run_wheel_tests(settings, wheel, opts)
+    status = {r.part.key: (r.status, r.note) for r in results}
+    assert status["upstream"][0] == "not run"
+    assert "no cached MLX mirror" in status["upstream"][1]
+    assert "--upstream-tests DIR|BUNDLE" in status["upstream"][1]
+    assert status["memory"] == ("skipped", "no GPU (see above)")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [p["status"] for p in summary["parts"]] == ["not run", "skipped"]

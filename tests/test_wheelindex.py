@@ -46,8 +46,8 @@ def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
     with zipfile.ZipFile(wheel, "w") as zf:
         for path, data in files.items():
             zf.writestr(path, data)
-    if manifest is not None:
-        inject(wheel, wheel, manifest=manifest)
+    if manifest is not None:     # as `mlx-builder build` writes it: the wheel's version
+        inject(wheel, wheel, manifest={**manifest, "version": version})
     return wheel
 
 

@@ -25,6 +25,9 @@ from mlx_builder.targets import parse_targets
 @click.option("--from-bundle", "bundle", type=click.Path(path_type=Path, dir_okay=False,
                                                           exists=True),
               default=None, help="Build a bundle from `mlx-builder bundle`, with no network.")
+@click.option("--sha256", "bundle_sha256", default=None, metavar="HASH",
+              help="With --from-bundle: the bundle's sha256 (as `mlx-builder bundle` "
+                   "printed it); any other file is refused (exit 31).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("dist"), show_default=True, help="Where the wheel goes.")
 @click.option("--python", "python", default=None,
@@ -36,21 +39,25 @@ from mlx_builder.targets import parse_targets
 @click.option("--configure-only", is_flag=True,
               help="Run only CMake's configure step (an offline check of the sources).")
 @click.pass_obj
-def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, out_dir,
-            python, isolation, cmake_args, configure_only) -> None:
+def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bundle_sha256,
+            out_dir, python, isolation, cmake_args, configure_only) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
+    if bundle_sha256 and not bundle:
+        raise BuildError("--sha256 pins a bundle", "it was given without --from-bundle FILE",
+                         "add --from-bundle FILE, or drop --sha256")
     if bundle:
         targets = parse_targets(target_spec) if target_spec else None
         if configure_only:
             configure(settings, bundle, targets, from_bundle=True, python=python,
-                      extra_cmake_args=cmake_args)
+                      extra_cmake_args=cmake_args, bundle_sha256=bundle_sha256)
             return
         build_wheel(settings, bundle, targets, out_dir, from_bundle=True, python=python,
-                    isolation=isolation, extra_cmake_args=cmake_args)
+                    isolation=isolation, extra_cmake_args=cmake_args,
+                    bundle_sha256=bundle_sha256)
         return
     if not target_spec:
         raise BuildError("no build target given", "", "pass --target, e.g. --target cuda-sm90")

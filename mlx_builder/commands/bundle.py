@@ -46,5 +46,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
              "deps:    " + ", ".join(f"{d.name} {d.pin}" for d in plan.deps.deps)]
     if plan.deps.disabled:
         lines.append("off:     " + ", ".join(plan.deps.disabled))
-    lines.append(f"build:   mlx-builder build --from-bundle {path.name}")
+    lines.append(f"pinned:  {path.name}.sha256 beside it")
+    lines.append(f"build:   mlx-builder build --from-bundle {path.name} "
+                 f"--sha256 {file_sha256(path)}")
     console.print("\n".join(lines), markup=False)

@@ -18,10 +18,10 @@ def describe_manifest(m: dict) -> list[str]:
              f"{m.get('upstream_commit')} (MLX {m.get('upstream_version')})",
              f"series:    {m.get('series') or '-'} (base {m.get('series_base') or '-'}, "
              f"patch set {m.get('patch_set_hash') or '-'})"]
-    lines += [f"  patch    {p['file']}  [{p.get('target')}]  sha256 {p['sha256'][:16]}…  "
+    lines += [f"  patch    {p['file']}  [{p.get('target')}]  sha256 {str(p.get('sha256', ''))[:16]}…  "
               f"{p.get('upstream', '')}" for p in m.get("patches", [])]
     lines.append(f"target:    {m.get('target')} ({m.get('backend')}) archs "
-                 f"{';'.join(m.get('archs', [])) or '-'}")
+                 f"{';'.join(map(str, m.get('archs') or [])) or '-'}")
     code = m.get("gpu_code") or {}
     if code:
         lines.append(f"gpu code:  SASS {', '.join(code.get('sass', []))}; PTX "
@@ -31,8 +31,8 @@ def describe_manifest(m: dict) -> list[str]:
         lines.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(tc.items())))
     for d in m.get("dependencies", []):
         ref = d.get("ref") if d.get("ref") and d.get("ref") != d.get("pin") else ""
-        lines.append(f"  dep      {d['name']} {d['pin']}{' (used ' + ref + ')' if ref else ''}"
-                     f" via {d.get('via')} sha256 {d.get('sha256', '')[:16]}…")
+        lines.append(f"  dep      {d['name']} {d.get('pin')}{' (used ' + ref + ')' if ref else ''}"
+                     f" via {d.get('via')} sha256 {str(d.get('sha256', ''))[:16]}…")
     if m.get("disabled_options"):
         lines.append("disabled:  " + ", ".join(m["disabled_options"]))
     if m.get("runtime_requires"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 
 import click
@@ -11,9 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mlx_builder.console import console
-from mlx_builder.errors import WheelError
-from mlx_builder.install import choose_wheel, detect_host, pip_command
-from mlx_builder.runner import StepRunner
+from mlx_builder.errors import HashMismatchError, WheelError
+from mlx_builder.install import (PIP_HASH_MISMATCH, choose_wheel, detect_host,
+                                 expected_sha256, fetch_verified, hashed_pip_commands)
+from mlx_builder.runner import StepRunner, first_error_line
 from mlx_builder.settings import Settings
 from mlx_builder.wheelindex import load_listing
 
@@ -66,10 +68,25 @@ def command(settings: Settings, index: str, mlx: str | None, backend: str,
                       markup=False)
     if dry_run:
         return
-    cmd = pip_command(python or sys.executable, choice.chosen.location, pip_args,
-                      settings.offline)
+    entry = choice.chosen.entry
+    sha256 = expected_sha256(entry)
     runner = StepRunner(settings.logs_dir / f"install-{time.strftime('%Y%m%d-%H%M%S')}")
-    result = runner.run("pip-install", cmd, error_cls=WheelError,
-                        hint="check the pip log; --pip-arg passes options to pip")
-    console.print(f"installed {choice.chosen.filename} (log: {result.log_path})",
-                  markup=False)
+    with tempfile.TemporaryDirectory(prefix="mlxb-install-") as tmp:
+        wheel = fetch_verified(choice.chosen.location, sha256, tmp)
+        project = entry.get("project") or choice.chosen.filename.split("-")[0]
+        commands = hashed_pip_commands(python or sys.executable, wheel, sha256, project,
+                                       f"{tmp}/requirements.txt", pip_args, settings.offline)
+        for step, cmd in zip(("pip-install", "pip-install-requires"), commands):
+            result = runner.run(step, cmd, error_cls=WheelError, check=False)
+            log = result.log_path.read_text(errors="replace")
+            if result.returncode != 0 and PIP_HASH_MISMATCH in log:
+                raise HashMismatchError(
+                    f"pip refused {choice.chosen.filename}: its sha256 is not {sha256}",
+                    f"log: {result.log_path}",
+                    "the wheel changed while it was installed; run the command again")
+            if result.returncode != 0:
+                raise WheelError(f"step '{step}' failed with exit code {result.returncode}: "
+                                 f"{first_error_line(log)}", f"full log: {result.log_path}",
+                                 "check the pip log; --pip-arg passes options to pip")
+    console.print(f"installed {choice.chosen.filename} (sha256 {sha256[:16]}… checked; "
+                  f"log: {result.log_path})", markup=False)

@@ -1,0 +1,202 @@
+"""Every error a user can cause ends as an MlxBuilderError: its exit code and
+an `error:` message, never a traceback. Each row makes one malformed input and
+runs the CLI on it in-process (an exception that escapes main() fails the
+test with its traceback)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from mlx_builder.cli import main
+from test_bundle import dep_repo, fake_mlx
+from test_wheelindex import make_wheel, manifest_for
+
+
+def _config(text: str | bytes) -> Callable[[Path, object], list[str]]:
+    def make(tmp: Path, up) -> list[str]:
+        data = text if isinstance(text, bytes) else text.encode()
+        (tmp / "c.toml").write_bytes(data)
+        return ["--config", str(tmp / "c.toml"), "status", "--mlx", "0.1.0"]
+    return make
+
+
+def _env(name: str, value: str) -> Callable[[Path, object], list[str]]:
+    def make(tmp: Path, up) -> list[str]:
+        os.environ[name] = value          # restored by the fixture
+        return ["status", "--mlx", "0.1.0"]
+    return make
+
+
+def _bundle(tmp: Path, meta=None, garbage: bool = False) -> Path:
+    path = tmp / "b.tar.gz"
+    if garbage:
+        path.write_bytes(b"\x1f\x8b not really gzip")
+        return path
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tf:
+        for name, data in (("mlx-x/bundle.json", json.dumps(meta).encode()),
+                           ("mlx-x/mlx/setup.py", b"")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _cache_under_a_file(tmp: Path, up) -> list[str]:
+    (tmp / "afile").write_text("x")
+    return ["--cache-dir", str(tmp / "afile" / "cache"), "--mlx-repo",
+            "https://example.invalid/mlx", "status"]
+
+
+def _cache_is_a_file(tmp: Path, up) -> list[str]:
+    (tmp / "afile").write_text("x")
+    mlx = fake_mlx(tmp / "mlx")
+    os.environ["MLX_BUILDER_DEP_FMT"] = str(dep_repo(tmp / "fmt", "12.1.0", {"a.h": ""}))
+    return ["--cache-dir", str(tmp / "afile"), "--offline", "bundle", "--source", str(mlx),
+            "--target", "cpu", "--out", str(tmp / "dist")]
+
+
+def _read_only_cache(tmp: Path, up) -> list[str]:
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    ro = tmp / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    return ["--cache-dir", str(ro), "--mlx-repo", "https://example.invalid/mlx", "status"]
+
+
+def _work_dir_is_a_file(tmp: Path, up) -> list[str]:
+    (tmp / "work").write_text("x")
+    return ["--work-dir", str(tmp / "work"), "apply", "--mlx", "0.1.0"]
+
+
+def _dest_is_a_file(tmp: Path, up) -> list[str]:
+    (tmp / "dest").write_text("x")
+    return ["apply", "--mlx", "0.1.0", "--dest", str(tmp / "dest")]
+
+
+def _inspect_bundle(meta=None, garbage=False):
+    return lambda tmp, up: ["inspect", str(_bundle(tmp, meta, garbage))]
+
+
+def _build_bundle(meta):
+    return lambda tmp, up: ["--offline", "build", "--from-bundle", str(_bundle(tmp, meta)),
+                            "--configure-only"]
+
+
+def _wheel_manifest(manifest):
+    def make(tmp: Path, up) -> list[str]:
+        from mlx_builder.manifest import inject
+        wheel = make_wheel(tmp / "h", "0.32.1+mlxb.cpu")
+        inject(wheel, wheel, manifest=manifest)
+        return ["inspect", str(wheel)]
+    return make
+
+
+def _listing(text: str):
+    def make(tmp: Path, up) -> list[str]:
+        (tmp / "idx").mkdir()
+        (tmp / "idx" / "index.json").write_text(text)
+        os.environ["MLX_BUILDER_FAKE_GPU"] = "none"
+        return ["install", "--index", str(tmp / "idx"), "--dry-run"]
+    return make
+
+
+def _bundle_out_file(tmp: Path, up) -> list[str]:
+    (tmp / "taken").write_text("x")
+    mlx = fake_mlx(tmp / "mlx")
+    os.environ["MLX_BUILDER_DEP_FMT"] = str(dep_repo(tmp / "fmt", "12.1.0", {"a.h": ""}))
+    return ["--offline", "bundle", "--source", str(mlx), "--target", "cpu", "--out",
+            str(tmp / "taken")]
+
+
+def _sha256_arg(value: str, bundle: bool = True):
+    def make(tmp: Path, up) -> list[str]:
+        src = ["--from-bundle", str(_bundle(tmp, {}))] if bundle else ["--mlx", "0.1.0",
+                                                                       "--target", "cpu"]
+        return ["--offline", "build", *src, "--sha256", value]
+    return make
+
+
+LISTING_ENTRY = {"filename": "mlx-1-py3-none-any.whl", "url": "mlx-1-py3-none-any.whl",
+                 "tags": ["py3-none-any"], "version": "1"}
+
+CASES = [
+    ("config: dep_sources = 3", _config("dep_sources = 3\n"), 10),
+    ("config: offline = [1]", _config("offline = [1]\n"), 10),
+    ("config: offline = 'maybe'", _config("offline = 'maybe'\n"), 10),
+    ("config: jobs = 'many'", _config("jobs = 'many'\n"), 10),
+    ("config: jobs = true", _config("jobs = true\n"), 10),
+    ("config: cache_dir = 5", _config("cache_dir = 5\n"), 10),
+    ("config: mlx_repo = []", _config("mlx_repo = []\n"), 10),
+    ("config: dep_sources.fmt = 1", _config("[dep_sources]\nfmt = 1\n"), 10),
+    ("config: unknown key", _config("colour = 'blue'\n"), 10),
+    ("config: not TOML", _config("this is = = not toml\n"), 10),
+    ("config: not UTF-8", _config(b"mlx_repo = '\xff\xfe'\n"), 10),
+    ("env: MLX_BUILDER_JOBS=abc", _env("MLX_BUILDER_JOBS", "abc"), 10),
+    ("env: MLX_BUILDER_OFFLINE=maybe", _env("MLX_BUILDER_OFFLINE", "maybe"), 10),
+    ("cache dir under a file", _cache_under_a_file, 33),
+    ("cache dir is a file", _cache_is_a_file, 33),
+    ("read-only cache dir", _read_only_cache, 33),
+    ("work dir is a file", _work_dir_is_a_file, 33),
+    ("apply --dest names a file", _dest_is_a_file, 32),
+    ("bundle.json is a list (inspect)", _inspect_bundle([1, 2]), 34),
+    ("bundle.json without target (inspect)",
+     _inspect_bundle({"format": "mlx-builder-bundle", "schema": 2}), 34),
+    ("bundle.json is a list (build)", _build_bundle([1, 2]), 34),
+    ("bundle.json with a dependency outside deps/ (build)", _build_bundle(
+        {"format": "mlx-builder-bundle", "schema": 2, "target": {"spec": "cpu", "backend": "cpu"},
+         "provenance": {"upstream_commit": "0" * 40}, "files": {},
+         "dependencies": [{"name": "x", "pin": "1", "path": "../../etc"}]}), 34),
+    ("a bundle that is not gzip (inspect)", _inspect_bundle(garbage=True), 34),
+    ("wheel manifest is a list", _wheel_manifest(["a"]), 23),
+    ("wheel manifest archs is a number", _wheel_manifest({**manifest_for("cpu"), "archs": 5}), 23),
+    ("wheel manifest patches without file", _wheel_manifest({"patches": [{"x": 1}]}), 23),
+    ("index.json is a list", _listing("[]"), 23),
+    ("index.json manifest is a list", _listing(json.dumps(
+        {"wheels": [{**LISTING_ENTRY, "manifest": [1]}]})), 23),
+    ("index.json filename is a number", _listing(json.dumps(
+        {"wheels": [{**LISTING_ENTRY, "filename": 5}]})), 23),
+    ("bundle --out names a file", _bundle_out_file, 17),
+    ("build --sha256 that is not a hash", _sha256_arg("abc"), 34),
+    ("build --sha256 without --from-bundle", _sha256_arg("0" * 64, bundle=False), 17),
+]
+
+
+@pytest.fixture
+def clean_env(upstream, monkeypatch, tmp_path):
+    for name in list(os.environ):
+        if name.startswith("MLX_BUILDER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("MLX_BUILDER_MLX_REPO", str(upstream.path))
+    monkeypatch.setenv("MLX_BUILDER_PATCHES", str(upstream.patches_dir))
+    monkeypatch.setenv("MLX_BUILDER_CACHE", str(tmp_path / "cache"))
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.mark.parametrize("name, make, code", CASES, ids=[c[0] for c in CASES])
+def test_malformed_input_ends_in_its_error(name, make, code, upstream, clean_env, tmp_path,
+                                           capsys):
+    case = tmp_path / "case"
+    case.mkdir()
+    argv = make(case, upstream)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert exc.value.code == code, err
+    lines = err.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("error: "))
+    assert any(line.startswith("  next: ") for line in lines[first:]), err
