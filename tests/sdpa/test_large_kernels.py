@@ -11,7 +11,8 @@ takes the ordinary path).
 
 * quantized matmul (patch 0050): gate/up (131072 × 5376 → 21504), down
   (131072 × 21504 → 5376) and the global q_proj (→ 16384, 2³¹ outputs), 4-bit,
-  group 64, against dequantize + matmul of the slice's rows;
+  group 64, against dequantize + matmul of the slice's rows; and qmv past
+  65535 rows (patch 0051: group 32, K = 544, which only qmv serves);
 * the window mask as mlx-lm builds it (broadcast compare, and), exact;
 * the geglu that gemma compiles (shapeless mx.compile), a transposing copy
   (attention output to o_proj's rows), rms_norm, rope and softmax on
@@ -147,6 +148,37 @@ def test_quantized_matmul_past_2_31(M, K, N, record_property):
 
     worst = run(body)
     record_property(f"qmm_rel_error_{M}x{K}x{N}", round(worst, 5))
+
+
+def test_qmv_past_65535_rows(record_property):
+    """Patch 0051: group 32 with K = 544 (a multiple of 32, not of 64) is
+    served by qmv alone, whose grid had M in y (<= 65535). 70000 rows,
+    float32 (rel. error ~1e-6 when right)."""
+    M, K, N, group, bits = 70000, 544, 256, 32, 4
+    require(M * (K + N) * 4 * 2 + GIB)
+
+    def body():
+        # float32: qmv accumulates in the input type below 8 bits, and the
+        # check is about rows, not rounding
+        x = mx.random.normal((1, M, K), key=mx.random.key(12))
+        w = mx.random.normal((N, K), scale=K ** -0.5, key=mx.random.key(13))
+        wq, scales, biases = mx.quantize(w, group_size=group, bits=bits)
+        w_deq = mx.dequantize(wq, scales, biases, group_size=group, bits=bits)
+        out = mx.quantized_matmul(x, wq, scales, biases, transpose=True,
+                                  group_size=group, bits=bits)
+        mx.eval(out, w_deq)
+        worst = 0.0
+        for r in sorted({0, 65535 - SLICE // 2, M - SLICE}):
+            got = to_f32(out[0, r:r + SLICE])
+            ref = to_f32(x[0, r:r + SLICE].astype(mx.float32)
+                         @ w_deq.astype(mx.float32).T)
+            err = rel_error(got, ref)
+            worst = max(worst, err)
+            assert err <= 1e-3, (
+                f"rows {r}..{r + SLICE} of {M}: relative error {err:.3g}")
+        return worst
+
+    record_property("qmv_rel_error_70000x544x256", round(run(body), 5))
 
 
 # Shapes of the other tests (gemma-4 31B at 128k where it has them; 36
