@@ -41,7 +41,7 @@ UPSTREAM_TEST_FILES = ("python/tests/test_fast_sdpa.py", "python/tests/mlx_tests
 # Files of tests/sdpa that have a part of their own; every other test_*.py
 # there belongs to the "sdpa" part.
 OWN_PART_FILES = {"memory": "test_memory.py", "e2e": "test_e2e_model.py",
-                  "greedy": "test_e2e_model.py"}
+                  "greedy": "test_e2e_model.py", "fullscale": "test_fullscale.py"}
 
 PROBE = r"""
 import json
@@ -64,6 +64,7 @@ class Part:
     title: str
     needs_gpu: bool
     needs_mlx_lm: bool = False
+    default: bool = True  # run when --parts is not given
 
 
 PARTS = (
@@ -72,8 +73,11 @@ PARTS = (
     Part("memory", "memory checks (L^e)", True),
     Part("e2e", "mlx-lm long prefill", True, True),
     Part("greedy", "greedy identity", True, True),
+    # gemma-4 31B at full scale: minutes on an H200, >= 80 GB GPUs only
+    Part("fullscale", "gemma-4 31B full scale", True, True, default=False),
 )
 PART_KEYS = tuple(p.key for p in PARTS)
+DEFAULT_PARTS = tuple(p.key for p in PARTS if p.default)
 
 
 @dataclass
@@ -100,7 +104,7 @@ class WheelTestOptions:
     system_site_packages: bool = False
     no_deps: bool = False
     reuse_venv: bool = False
-    parts: tuple[str, ...] = PART_KEYS
+    parts: tuple[str, ...] = DEFAULT_PARTS
     env: Mapping[str, str] = field(default_factory=dict)
     long: bool = False
     upstream_commit: str | None = None
@@ -325,6 +329,8 @@ def part_targets(key: str, suites: Path, upstream_test: Path | None) -> list[str
         return [str(suites / OWN_PART_FILES["e2e"]), "-k", "not greedy"]
     if key == "greedy":
         return [str(suites / OWN_PART_FILES["greedy"]), "-k", "greedy"]
+    if key == "fullscale":
+        return [str(suites / OWN_PART_FILES["fullscale"])]
     raise ValueError(f"unknown test part {key!r}")
 
 

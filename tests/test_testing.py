@@ -430,3 +430,32 @@ def test_offline_without_a_mirror_runs_the_other_parts(test_venv, tmp_path):
     assert status["memory"] == ("skipped", "no GPU (see above)")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [p["status"] for p in summary["parts"]] == ["not run", "skipped"]
+
+
+def test_fullscale_is_a_part_of_its_own_and_not_a_default():
+    assert "fullscale" in testing.PART_KEYS
+    assert "fullscale" not in testing.DEFAULT_PARTS
+    assert set(testing.DEFAULT_PARTS) == set(testing.PART_KEYS) - {"fullscale"}
+    assert testing.WheelTestOptions(Path("o"), Path("v")).parts == testing.DEFAULT_PARTS
+    part = next(p for p in testing.PARTS if p.key == "fullscale")
+    assert part.needs_gpu and part.needs_mlx_lm
+
+
+def test_fullscale_targets_only_its_file(tmp_path):
+    for name in ("test_fullscale.py", "test_fullscale_support.py",
+                 "test_large_kernels.py", "test_memory.py", "test_e2e_model.py"):
+        (tmp_path / name).write_text("")
+    assert testing.part_targets("fullscale", tmp_path, None) == [
+        str(tmp_path / "test_fullscale.py")]
+    sdpa = [Path(p).name for p in testing.part_targets("sdpa", tmp_path, None)]
+    assert sdpa == ["test_fullscale_support.py", "test_large_kernels.py"]
+
+
+def test_parse_parts_default_and_fullscale():
+    from mlx_builder.commands.test import parse_parts
+
+    assert parse_parts(None) == testing.DEFAULT_PARTS
+    assert parse_parts("fullscale") == ("fullscale",)
+    assert parse_parts("sdpa, fullscale") == ("sdpa", "fullscale")
+    with pytest.raises(errors.ConfigError):
+        parse_parts("fullscales")

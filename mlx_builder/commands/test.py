@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from mlx_builder.errors import ConfigError, WheelError
-from mlx_builder.testing import (PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
+from mlx_builder.testing import (DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
                                  run_wheel_tests)
 
 
@@ -24,7 +24,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def parse_parts(text: str | None) -> tuple[str, ...]:
     if not text:
-        return PART_KEYS
+        return DEFAULT_PARTS
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
     unknown = [p for p in parts if p not in PART_KEYS]
     if unknown:
@@ -59,7 +59,8 @@ def newest_wheel(folder: Path) -> Path:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="JUnit XML, logs, summary.json (default: test-results/<wheel>).")
 @click.option("--parts", default=None,
-              help=f"Comma list of parts to run (default all): {', '.join(PART_KEYS)}.")
+              help=f"Comma list of parts to run: {', '.join(PART_KEYS)} (default: "
+                   f"{', '.join(DEFAULT_PARTS)}; fullscale needs a >= 80 GB GPU).")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
               help="Environment for every test run, e.g. MLX_CUDA_USE_CUDNN_SDPA=0 (repeatable).")
 @click.option("--long", "long_", is_flag=True,

@@ -1,0 +1,193 @@
+"""gemma-4 31B at full scale: its configuration, mlx-lm's prefill schedule,
+random 4-bit weights built layer by layer, and the bounds the full-scale
+part asserts (issue 21).
+
+The pure parts (configuration arithmetic, schedule, fits, bounds) import
+neither MLX nor mlx-lm and have CPU tests in test_fullscale_support.py;
+the functions that run a model take the imported ``mx``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from sdpa_support import GIB, fit_quadratic_coefficient
+
+# gemma-4 31B's text model (the checkpoint's config.json values that matter
+# here): 60 layers, five sliding (head_dim 256, 16 KV heads, window 1024)
+# then one global (head_dim 512, 4 KV heads, K = V); tied embeddings.
+GEMMA4_31B = dict(
+    model_type="gemma4_text", hidden_size=5376, intermediate_size=21504,
+    num_hidden_layers=60, num_attention_heads=32, head_dim=256,
+    global_head_dim=512, num_key_value_heads=16,
+    num_global_key_value_heads=4, attention_k_eq_v=True,
+    sliding_window=1024, sliding_window_pattern=6, num_kv_shared_layers=0,
+    hidden_size_per_layer_input=0, vocab_size=262144,
+    vocab_size_per_layer_input=262144, final_logit_softcapping=30.0,
+    tie_word_embeddings=True, use_double_wide_mlp=False,
+    max_position_embeddings=262144)
+
+BITS, GROUP = 4, 64
+PREFILL_STEP = 2048  # mlx-lm generate's default prefill_step_size
+MIN_DEVICE_BYTES = 80 * 10 ** 9  # the part needs an 80 GB GPU
+FIT_LENGTHS = (16384, 32768, 65536)  # single pass, for the L² fit
+LONG_LENGTH = 131072
+CHUNKED_LENGTHS = (32768, 65536, 131072)
+# Bounds (issue 21): the single pass may grow by at most 1.2 bytes per
+# (query, key) pair (the [L, L] boolean window mask mlx-lm passes is 1);
+# chunked prefill at 128k no worse than the 39.1 GiB peak measured before
+# (H200, main wheel of 2026-11-30, mx.get_peak_memory with the weights).
+MAX_BYTES_PER_PAIR = 1.2
+CHUNKED_128K_PEAK_BYTES = int(39.1 * GIB)
+
+
+def layer_types(config: dict) -> list[str]:
+    """mlx-lm's rule: pattern-1 sliding layers, then a global one, repeated."""
+    n = config["sliding_window_pattern"]
+    pattern = ["sliding_attention"] * (n - 1) + ["full_attention"]
+    return (pattern * (config["num_hidden_layers"] // n + 1))[:config["num_hidden_layers"]]
+
+
+def linear_shapes(config: dict) -> list[tuple[int, int]]:
+    """(out, in) of every Linear of the model that nn.quantize turns to 4 bits,
+    and the tied embedding (vocab, hidden) last."""
+    h, inter, hq = (config["hidden_size"], config["intermediate_size"],
+                    config["num_attention_heads"])
+    shapes = []
+    for kind in layer_types(config):
+        sliding = kind == "sliding_attention"
+        d = config["head_dim"] if sliding else config["global_head_dim"]
+        kv = config["num_key_value_heads"] if sliding else config["num_global_key_value_heads"]
+        k_eq_v = config["attention_k_eq_v"] and not sliding
+        shapes += [(hq * d, h), (kv * d, h)] + ([] if k_eq_v else [(kv * d, h)])
+        shapes += [(h, hq * d), (inter, h), (inter, h), (h, inter)]
+    shapes.append((config["vocab_size"], h))
+    return shapes
+
+
+def quantized_bytes(config: dict, bits: int = BITS, group: int = GROUP,
+                    scale_bytes: int = 2) -> int:
+    """Bytes of the quantized matrices: packed weights plus a scale and a
+    bias (bf16) per group. Norm weights (a few MB) are left out."""
+    total = 0
+    for out, inp in linear_shapes(config):
+        total += out * inp * bits // 8 + out * (inp // group) * 2 * scale_bytes
+    return total
+
+
+def prefill_schedule(L: int, step: int) -> list[int]:
+    """The token counts of mlx-lm generate's model calls for an L-token
+    prompt: chunks of ``step`` while more than one token is left (each
+    followed by an eval of the cache), then the last token for the logits."""
+    if L < 1 or step < 1:
+        raise ValueError(f"need L >= 1 and step >= 1, got L={L}, step={step}")
+    chunks, done = [], 0
+    while L - done > 1:
+        n = min(step, L - done - 1)
+        chunks.append(n)
+        done += n
+    return chunks + [1]
+
+
+def bytes_per_pair(results: Sequence[dict]) -> float:
+    """The L² coefficient of peak extra memory over the completed runs."""
+    ok = [r for r in results if r["status"] == "ok"]
+    if len(ok) < 3:
+        raise ValueError(f"need three completed lengths for a quadratic fit, "
+                         f"have {[r['L'] for r in ok]}")
+    return fit_quadratic_coefficient([r["L"] for r in ok], [r["peak_extra"] for r in ok])
+
+
+def largest_completed(results: Sequence[dict]) -> int | None:
+    ok = [r["L"] for r in results if r["status"] == "ok"]
+    return max(ok) if ok else None
+
+
+def device_skip_reason(total_memory: int) -> str | None:
+    if total_memory < MIN_DEVICE_BYTES:
+        return (f"the full-scale part needs a GPU with >= "
+                f"{MIN_DEVICE_BYTES / 1e9:.0f} GB; this one has "
+                f"{total_memory / 1e9:.1f} GB")
+    return None
+
+
+def record_name(mode: str, L: int, what: str) -> str:
+    return f"{mode}_{L // 1024}k_{what}"
+
+
+# ----------------------------------------------------------- with MLX
+
+
+def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B) -> Any:
+    """mlx-lm's gemma4_text Model with random weights, quantized to 4 bits
+    one decoder layer at a time: nn.Linear's initialisers are lazy, so only
+    one layer's bf16 weights exist at once before they are quantized."""
+    import mlx.nn as nn
+
+    module = mods["gemma4_text"]
+    mx.random.seed(2121)
+    model = module.Model(module.ModelArgs.from_dict(dict(config)))
+    model.set_dtype(mx.bfloat16)
+    is_linear = lambda _path, m: isinstance(m, nn.Linear)  # noqa: E731
+    for layer in model.layers:
+        attn = layer.self_attn
+        # gemma attends with scale 1 and leaves the score scale to trained
+        # q_norm weights; random init (ones) would give scores of std
+        # sqrt(head_dim). 1/sqrt(head_dim) keeps them unit-scale.
+        attn.q_norm.weight = mx.full((attn.head_dim,), attn.head_dim ** -0.5,
+                                     dtype=mx.bfloat16)
+        nn.quantize(layer, group_size=GROUP, bits=BITS, class_predicate=is_linear)
+        mx.eval(layer.parameters())
+        mx.clear_cache()
+    nn.quantize(model.model, group_size=GROUP, bits=BITS,
+                class_predicate=lambda _p, m: isinstance(m, nn.Embedding))
+    mx.eval(model.parameters())
+    mx.clear_cache()
+    return model
+
+
+def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
+            seed: int = 0) -> dict:
+    """An L-token prefill as mlx-lm's generate_step runs it: model calls of
+    prefill_schedule(L, step), the cache states evaluated (and MLX's cache
+    cleared) after each, then one token whose logits are evaluated. Peak
+    memory: mx.get_peak_memory() during it, total and above what was
+    allocated before (weights, tokens)."""
+    from sdpa_support import is_oom
+
+    tokens = mx.random.randint(0, vocab, (L,), key=mx.random.key(seed + L))
+    mx.eval(tokens)
+    cache = mods["cache"].make_prompt_cache(model)
+    mx.synchronize()
+    mx.clear_cache()
+    base = mx.get_active_memory()
+    mx.reset_peak_memory()
+    start = time.perf_counter()
+    try:
+        done = 0
+        chunks = prefill_schedule(L, step)
+        for n in chunks[:-1]:
+            model(tokens[done:done + n][None], cache=cache)
+            mx.eval([c.state for c in cache])
+            mx.clear_cache()
+            done += n
+        logits = model(tokens[done:][None], cache=cache)[:, -1, :]
+        mx.eval(logits)
+        mx.synchronize()
+    except (RuntimeError, ValueError, MemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        peak = int(mx.get_peak_memory())
+        del cache
+        mx.clear_cache()
+        return {"L": L, "step": step, "status": "oom", "peak": peak,
+                "peak_extra": peak - base, "base": base, "error": str(exc)[:300]}
+    seconds = time.perf_counter() - start
+    peak = int(mx.get_peak_memory())
+    finite = bool(mx.all(mx.isfinite(logits)).item())
+    del logits, cache
+    mx.clear_cache()
+    return {"L": L, "step": step, "status": "ok", "peak": peak,
+            "peak_extra": peak - base, "base": base, "seconds": seconds,
+            "tok_per_s": L / seconds, "finite": finite}

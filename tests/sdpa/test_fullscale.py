@@ -1,0 +1,132 @@
+"""gemma-4 31B at full scale through mlx-lm's own model code (issue 21).
+
+The real text configuration (fullscale_support.GEMMA4_31B: 60 layers, 50
+sliding at head_dim 256 with 16 KV heads and window 1024, 10 global at 512
+with 4 KV heads and K = V; hidden 5376, MLP 21504, vocab 262144) with random
+weights quantized to 4 bits (~16.1 GiB), prefilled as mlx-lm's generate
+does: model calls of up to ``prefill_step_size`` tokens, each followed by an
+eval of the cache, then one token whose logits are evaluated.
+
+* ``test_single_pass_fit``: one pass (step >= L) at 16k, 32k and 64k; the
+  L² coefficient of the peak memory above the weights must be <= 1.2 bytes
+  per (query, key) pair (the boolean window mask mlx-lm builds is 1).
+* ``test_single_pass_128k``: one pass at 131072 tokens completes with
+  finite logits, or, where it does not fit, the out-of-memory error and the
+  budget are recorded and the largest completed length is reported (any
+  other error fails: the > 2³¹-element kernels of patch 0050).
+* ``test_chunked``: 2048-token chunks at 32k, 64k and 128k complete; at
+  128k the peak stays <= 39.1 GiB (what the wheels before issue 21 used).
+
+Peak memory (GiB) and tok/s land in the JUnit XML as properties. Runs only
+with ``mlx-builder test --parts fullscale`` (not a default part: minutes on
+an H200) and skips below 80 GB of GPU memory. Nothing is asserted on time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+
+mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
+
+from e2e_support import find_mlx_lm, mlx_lm_modules  # noqa: E402
+from fullscale_support import (CHUNKED_128K_PEAK_BYTES,  # noqa: E402
+                               CHUNKED_LENGTHS, FIT_LENGTHS, GEMMA4_31B,
+                               LONG_LENGTH, MAX_BYTES_PER_PAIR, PREFILL_STEP,
+                               build_gemma4_31b, bytes_per_pair,
+                               device_skip_reason, largest_completed, prefill,
+                               record_name)
+from sdpa_support import (GIB, device_memory_bytes, gpu_backend,  # noqa: E402
+                          no_gpu_reason)
+
+if gpu_backend(mx) is None:
+    pytest.skip(no_gpu_reason(mx), allow_module_level=True)
+_why = find_mlx_lm() or device_skip_reason(device_memory_bytes(mx))
+if _why:
+    pytest.skip(_why, allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+VOCAB = GEMMA4_31B["vocab_size"]
+_single: dict[int, dict] = {}  # single-pass results of this session, by L
+
+
+@pytest.fixture(scope="module")
+def model():
+    mods = mlx_lm_modules()
+    m = build_gemma4_31b(mx, mods)
+    weights = mx.get_active_memory()
+    print(f"gemma-4 31B 4-bit, mlx-lm {mods['version']}: "
+          f"{weights / GIB:.2f} GiB allocated after building")
+    # warm-up: JIT kernels and handles, outside every measurement
+    prefill(mx, mods, m, 4096, PREFILL_STEP, vocab=VOCAB)
+    yield m, mods, weights
+    del m
+    mx.clear_cache()
+
+
+def _record(record_property, mode: str, r: dict) -> None:
+    record_property(record_name(mode, r["L"], "status"), r["status"])
+    record_property(record_name(mode, r["L"], "peak_gib"), round(r["peak"] / GIB, 2))
+    record_property(record_name(mode, r["L"], "peak_extra_gib"),
+                    round(r["peak_extra"] / GIB, 2))
+    if r["status"] == "ok":
+        record_property(record_name(mode, r["L"], "tok_per_s"), round(r["tok_per_s"]))
+    print(f"{mode} L={r['L']}: " + json.dumps(r))
+
+
+def _single_pass(model, L: int) -> dict:
+    m, mods, _ = model
+    if L not in _single:
+        _single[L] = prefill(mx, mods, m, L, L, vocab=VOCAB)
+    return _single[L]
+
+
+def test_single_pass_fit(model, record_property):
+    record_property("weights_gib", round(model[2] / GIB, 2))
+    results = [_single_pass(model, L) for L in FIT_LENGTHS]
+    for r in results:
+        _record(record_property, "single", r)
+    failed = [r for r in results if r["status"] != "ok"]
+    assert not failed, f"single-pass prefill did not complete: {failed}"
+    assert all(r["finite"] for r in results), "non-finite logits"
+    c = bytes_per_pair(results)
+    record_property("single_bytes_per_pair", round(c, 3))
+    print(f"single pass: {c:.3f} bytes per (query, key) pair over "
+          f"{[r['L'] for r in results]}")
+    assert c <= MAX_BYTES_PER_PAIR, (
+        f"the single pass grows by {c:.2f} bytes per (query, key) pair "
+        f"(> {MAX_BYTES_PER_PAIR}): more than the boolean mask mlx-lm passes "
+        f"is made at L² (peaks above the weights: "
+        f"{[round(r['peak_extra'] / GIB, 2) for r in results]} GiB)")
+
+
+def test_single_pass_128k(model, record_property):
+    r = _single_pass(model, LONG_LENGTH)
+    _record(record_property, "single", r)
+    if r["status"] == "oom":
+        done = largest_completed(list(_single.values()))
+        record_property("single_largest_completed", done or 0)
+        record_property("single_oom_error", r["error"])
+        total = device_memory_bytes(mx)
+        pytest.xfail(f"single pass at {LONG_LENGTH} does not fit "
+                     f"{total / GIB:.1f} GiB: {r['error']} (peak before the "
+                     f"failure {r['peak'] / GIB:.2f} GiB; largest completed "
+                     f"single pass: {done})")
+    assert r["finite"], "non-finite logits"
+
+
+@pytest.mark.parametrize("L", CHUNKED_LENGTHS, ids=[f"{L // 1024}k" for L in CHUNKED_LENGTHS])
+def test_chunked(model, L, record_property):
+    m, mods, _ = model
+    r = prefill(mx, mods, m, L, PREFILL_STEP, vocab=VOCAB)
+    _record(record_property, f"chunked{PREFILL_STEP}", r)
+    assert r["status"] == "ok", f"chunked prefill at {L} did not complete: {r}"
+    assert r["finite"], "non-finite logits"
+    if L == 131072:
+        assert r["peak"] <= CHUNKED_128K_PEAK_BYTES, (
+            f"chunked 128k peaked at {r['peak'] / GIB:.2f} GiB, more than the "
+            f"{CHUNKED_128K_PEAK_BYTES / GIB:.1f} GiB measured before issue 21")
