@@ -316,9 +316,11 @@ def sdpa(mx: Any, q: Any, k: Any, v: Any, scale: float, mask: Any = None,
 
 def is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
+    # "[malloc] Unable to allocate N bytes." is MLX's CUDA allocator's
     return any(s in text for s in ("out of memory", "cudamalloc",
                                    "insufficient memory", "outofmemory",
-                                   "attempting to allocate"))
+                                   "attempting to allocate",
+                                   "unable to allocate"))
 
 
 def measure_prefill_peak(mx: Any, L: int, D: int, *, B: int = 1,

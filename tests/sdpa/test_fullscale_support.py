@@ -99,3 +99,14 @@ def test_record_names_are_distinct_per_mode_and_length():
              for L in (16384, 32768, 131072)}
     assert len(names) == 6
     assert record_name("single", 131072, "tok_per_s") == "single_128k_tok_per_s"
+
+
+@pytest.mark.parametrize("text,oom", [
+    ("[malloc] Unable to allocate 17179869184 bytes.", True),
+    ("cudaMallocAsync(&data, size, stream) failed: out of memory", True),
+    ("cudaGraphAddKernelNode(...) failed: invalid argument", False),
+])
+def test_out_of_memory_errors_are_told_from_kernel_errors(text, oom):
+    from sdpa_support import is_oom
+
+    assert is_oom(RuntimeError(text)) is oom
