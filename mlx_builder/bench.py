@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mlx_builder.bench_workers._common import RESTART_EXIT
+from mlx_builder.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
 from mlx_builder.errors import ConfigError
 
 WORKERS = Path(__file__).resolve().parent / "bench_workers"
@@ -79,31 +80,6 @@ class Run:
 
     def expected(self, config: BenchConfig) -> int:
         return len(config.cases()) * max(1, len(self.backends))
-
-
-def column(record: Mapping[str, Any]) -> str:
-    """The name an implementation goes by in tables and plots."""
-    if record.get("backend") in (None, "mlx"):
-        return str(record["label"])
-    return f"torch-{record['backend']}"
-
-
-def speedups(result: Mapping[str, Any], D: int) -> dict[str, list[tuple[int, float]]]:
-    """How many times faster the first run (the wheel under test) is than each
-    other implementation at prefill, per length where both measured TFLOP/s:
-    column -> [(L, ×)]."""
-    if not result.get("runs"):
-        return {}
-    reference = str(result["runs"][0]["label"])
-    value = {(column(r), r["kL"]): r["tflops"] for r in result["records"]
-             if r["mode"] == "prefill" and r["D"] == D and r["status"] == "ok"
-             and r.get("tflops")}
-    out: dict[str, list[tuple[int, float]]] = {}
-    for (col, kL), v in value.items():
-        ref = value.get((reference, kL))
-        if col != reference and ref is not None:
-            out.setdefault(col, []).append((kL, ref / v))
-    return {c: sorted(points) for c, points in out.items()}
 
 
 # ------------------------------------------------------------------ workers
@@ -231,18 +207,6 @@ def collect(runs: Sequence[Run], config: BenchConfig, log_dir: Path,
 
 # ------------------------------------------------------------------ reports
 
-def device_and_versions(result: Mapping[str, Any]) -> tuple[str, str]:
-    devices = sorted({r["meta"].get("device", "?") for r in result["runs"] if r["meta"]})
-    versions = []
-    for r in result["runs"]:
-        m = r["meta"]
-        if r["framework"] == "mlx" and m:
-            versions.append(f"{r['label']}: mlx {m.get('version', '?')}")
-        elif m:
-            versions.append(f"torch {m.get('version', '?')} (cuDNN {m.get('cudnn', '?')})")
-    return ", ".join(devices) or "unknown device", "; ".join(dict.fromkeys(versions))
-
-
 def _cell(rec: Mapping[str, Any] | None, metric: str) -> str:
     if rec is None:
         return ""
@@ -260,16 +224,6 @@ def _num(x: float | None) -> str:
     if x is None or x != x:
         return "—"
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
-
-
-def timing_note(cfg: Mapping[str, Any]) -> str:
-    """How the times were taken, for report headers."""
-    queue = cfg.get("queue", 1)
-    rounds = f"median of {cfg['iters']} after {cfg['warmup']} warm-up rounds"
-    if queue > 1:
-        return (f"{queue} calls queued per wait (time per call: device throughput), "
-                f"{rounds}")
-    return f"each call waited for (latency), {rounds}"
 
 
 def markdown_report(result: Mapping[str, Any]) -> str:
