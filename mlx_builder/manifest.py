@@ -111,7 +111,8 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
                    runtime_requires: Iterable[str] = (), requires_source: str = "",
                    gpu_code: Mapping[str, Any] | None = None,
                    cmake_args: Iterable[str] = (), built_from: str = "tree",
-                   name: str = "mlx") -> dict[str, Any]:
+                   name: str = "mlx",
+                   platform: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "tool": f"mlx-builder {__version__}", "name": name,
         "version": version,
@@ -129,6 +130,7 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
         "toolchain": dict(toolchain),
         "runtime_requires": list(runtime_requires), "requires_source": requires_source,
         "built_from": built_from, "provenance_extra": dict(prov.extra),
+        "platform": dict(platform or {}),
     }
 
 
