@@ -251,7 +251,8 @@ def _prepare(settings: Settings, source: Any, targets: TargetSet | None, from_bu
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
-    overlay = (tc.cuda_libs.cmake_args(staged.parent / "cuda-overlay", tc.env.get("CC"))
+    overlay_dir = staged.parent / ("cuda-overlay" + (f"-{plat.machine}" if cross else ""))
+    overlay = (tc.cuda_libs.cmake_args(overlay_dir, tc.env.get("CC"))
                if tc.cuda_libs else [])
     cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *overlay,
                   *(cross_args(tc, plat, benv, staged.parent) if cross else []),

@@ -31,7 +31,7 @@ CUDA_EXCLUDES: tuple[str, ...] = (
     "libcufft.so.*", "libnvrtc.so.*", "libnvrtc-builtins.so.*", "libcudnn*.so.*",
     "libnccl.so.*", "libnvJitLink.so.*", "libcusparse.so.*", "libcurand.so.*")
 
-_TAG = re.compile(r"-(manylinux_(\d+)_(\d+)_\w+(?:\.manylinux\w+)*)\.whl$")
+_TAG = re.compile(r"\b(manylinux_(\d+)_(\d+)_[a-z0-9_]+?)(?:\.|$)")
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,12 @@ class Repaired:
 
 def parse_tag(filename: str) -> tuple[str, str] | None:
     """('manylinux_2_35_aarch64', '2.35') from a repaired wheel's name."""
-    m = _TAG.search(filename)
-    if not m:
-        return None
-    first = m.group(1).split(".")[0]
-    return first, f"{m.group(2)}.{m.group(3)}"
+    plat = filename[:-4].rsplit("-", 1)[-1] if filename.endswith(".whl") else filename
+    for part in plat.split("."):
+        m = _TAG.fullmatch(part) or _TAG.match(part)
+        if m and m.group(1) == part:
+            return part, f"{m.group(2)}.{m.group(3)}"
+    return None
 
 
 def elf_rpaths(data: bytes) -> list[str] | None:
@@ -118,8 +119,13 @@ def repair(raw: Path, out_dir: Path, plat: Platform, runner: StepRunner,
             "-w", str(out_dir), "--ldpaths", ":".join(dirs)]
     for pattern in CUDA_EXCLUDES:
         argv += ["--exclude", pattern]
-    runner.run("auditwheel-repair", [*argv, str(raw)], error_cls=WheelError,
-               hint="`auditwheel show` on the wheel says which library blocks a tag")
+    try:
+        runner.run("auditwheel-repair", [*argv, str(raw)], error_cls=WheelError,
+                   hint="`auditwheel show` on the wheel says which library blocks a tag")
+    except WheelError:
+        for left in out_dir.glob("*.whl"):      # nothing half-done
+            left.unlink()
+        raise
     wheels = sorted(out_dir.glob("*.whl"))
     if len(wheels) != 1:
         raise WheelError("auditwheel wrote no wheel" if not wheels else "several wheels",

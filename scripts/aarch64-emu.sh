@@ -27,10 +27,16 @@ need_binfmt() {
   fi
 }
 
+# the host's CA bundle (a TLS-intercepting proxy's CA included) serves pip in the root
+host_ca=${HOST_CA:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
+
 mounts() {
   mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
   mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
   cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  if [ -f "$host_ca" ]; then
+    mkdir -p "$root/etc/ssl/certs" && cp -L "$host_ca" "$root/etc/ssl/certs/host-ca.crt"
+  fi
 }
 
 unmounts() {
@@ -38,7 +44,13 @@ unmounts() {
   umount "$root/proc" 2>/dev/null || true
 }
 
-in_root() { chroot "$root" /usr/bin/env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+in_root() {
+  local ca=/etc/ssl/certs/host-ca.crt
+  [ -f "$root$ca" ] || ca=/etc/ssl/certs/ca-certificates.crt
+  chroot "$root" /usr/bin/env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
+    PIP_CERT=$ca SSL_CERT_FILE=$ca REQUESTS_CA_BUNDLE=$ca GIT_SSL_CAINFO=$ca \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
+}
 
 case $cmd in
   make-root)
