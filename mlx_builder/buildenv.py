@@ -502,18 +502,19 @@ def cached_env(cache_dir: Path, spec: EnvSpec) -> BuildEnv | None:
 
 
 def download_wheels(spec: EnvSpec, dest: Path, runner: StepRunner) -> list[Path]:
-    """Every wheel of ``spec`` into ``dest`` (for a bundle --with-toolchain)."""
+    """Every wheel of ``spec`` into ``dest`` (a bundle --with-toolchain), for
+    the machine that builds from it: ``spec.host`` (its tools) and
+    ``spec.target`` (the CUDA libraries)."""
     dest.mkdir(parents=True, exist_ok=True)
-    py = spec.python
-    base = [py, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-            "--only-binary=:all:", "--no-deps", "-d", str(dest)]
-    runner.run("toolchain-tools", [*base, *spec.tools, *spec.python_reqs, *spec.cuda_host],
-               error_cls=ToolchainError)
-    plat = [a for p in spec.target.pip_platforms() for a in ("--platform", p)] if spec.cross \
-        else []
-    pyver = ["--python-version", spec.python_version.rsplit(".", 1)[0]] if spec.cross else []
-    runner.run("toolchain-target", [*base, *plat, *pyver, *spec.cuda_target],
-               error_cls=ToolchainError)
+    base = [spec.python, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
+            "--only-binary=:all:", "--no-deps", "-d", str(dest),
+            "--python-version", spec.python_version.rsplit(".", 1)[0]]
+    for step, plat, reqs in (
+            ("toolchain-host", spec.host, [*spec.tools, *spec.python_reqs, *spec.cuda_host]),
+            ("toolchain-target", spec.target, list(spec.cuda_target))):
+        flags = [a for p in plat.pip_platforms() for a in ("--platform", p)]
+        runner.run(step, [*base, *flags, *reqs], error_cls=ToolchainError,
+                   hint="the package index must be reachable to fill the bundle")
     return sorted(dest.glob("*.whl"))
 
 

@@ -45,6 +45,7 @@ from mlx_builder.targets import TargetSet, parse_targets
 
 BUNDLE_JSON = "bundle.json"
 WHEELS_DIR = "wheels"
+TOOLCHAIN_DIR = "toolchain"     # the registry build environment's wheels (--with-toolchain)
 FORMAT = "mlx-builder-bundle"
 SCHEMA = 1
 _DONE = ".unpacked"
@@ -59,6 +60,7 @@ class SourcePlan:
     label: str
     bundle_sha256: str | None = None
     wheels_dir: Path | None = None       # build-requirement wheels carried by a bundle
+    toolchain_dir: Path | None = None    # the CUDA build environment's wheels, if carried
 
 
 # ----------------------------------------------------------------- planning
@@ -169,8 +171,11 @@ def _add(tf: tarfile.TarFile, arcname: str, path: Path | None, data: bytes | Non
 
 
 def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *,
-                 plan: SourcePlan | None = None, with_wheels: bool = True) -> Path:
-    """Write the bundle for ``tree`` + ``targets``; ``out`` may be a directory."""
+                 plan: SourcePlan | None = None, with_wheels: bool = True,
+                 toolchain: Any = None) -> Path:
+    """Write the bundle for ``tree`` + ``targets``; ``out`` may be a directory.
+    ``toolchain`` (a buildenv.EnvSpec) adds the registry build environment's
+    wheels, so a node without network makes that environment from the bundle."""
     plan = plan or plan_from_tree(settings, tree, targets)
     top = "mlx-" + re.sub(r"[^A-Za-z0-9._-]+", "_", plan.label)
     out = Path(out)
@@ -189,6 +194,16 @@ def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *
         members += [(f"{top}/{WHEELS_DIR}/{w.name}", w, None) for w in wheels]
         data = _bundle_json(plan)
         data["build_wheels"] = [w.name for w in wheels]
+        if toolchain is not None:
+            from mlx_builder.buildenv import download_wheels
+            from mlx_builder.runner import StepRunner
+            runner = StepRunner(settings.logs_dir / f"bundle-toolchain-{os.getpid()}")
+            tc_wheels = download_wheels(toolchain, Path(wtmp) / TOOLCHAIN_DIR, runner)
+            members += [(f"{top}/{TOOLCHAIN_DIR}/{w.name}", w, None) for w in tc_wheels]
+            data["toolchain"] = {"cuda_major": toolchain.cuda_major,
+                                 "platform": toolchain.target.name,
+                                 "pins": list(toolchain.pins),
+                                 "wheels": [w.name for w in tc_wheels]}
         meta = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
         members.append((f"{top}/{BUNDLE_JSON}", None, meta))
         members.sort(key=lambda m: m[0])
@@ -293,6 +308,8 @@ def open_bundle(settings: Settings, path: Path, targets: TargetSet | None = None
     plan_deps = DepsPlan(deps, tuple(data.get("disabled_options", [])),
                          tuple(data.get("skipped_dependencies", [])))
     wheels = top / WHEELS_DIR
+    tc_dir = top / TOOLCHAIN_DIR
     return SourcePlan(src, targets, prov, plan_deps, make_label(prov, targets.tag), sha,
-                      wheels if wheels.is_dir() else None)
+                      wheels if wheels.is_dir() else None,
+                      tc_dir if tc_dir.is_dir() else None)
 
