@@ -37,8 +37,11 @@ from typing import Any, Iterable
 
 from packaging.version import Version
 
+from mlx_builder import buildenv as benv_mod
 from mlx_builder import locks
+from mlx_builder.buildenv import BuildEnv, Platform, host_platform
 from mlx_builder.bundle import SourcePlan, open_bundle, plan_from_tree, tree_files
+from mlx_builder.cross import toolchain_file
 from mlx_builder.deps import setup_py_defines
 from mlx_builder.console import console, err_console, progress
 from mlx_builder.errors import BuildError
@@ -49,7 +52,8 @@ from mlx_builder.runner import StepRunner
 from mlx_builder.sass import verify_sass
 from mlx_builder.settings import Settings
 from mlx_builder.targets import TargetSet
-from mlx_builder.toolchain import Toolchain, check_toolchain
+from mlx_builder.probe import Check
+from mlx_builder.toolchain import Toolchain, check_toolchain, find_nvcc
 
 _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]\s")
 _MAKE = re.compile(r"^\s*\[\s*(\d+)%\]")
@@ -164,15 +168,25 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
         "MLX_BUILD_FRONTEND_PACKAGE": "0", "MLX_BUILD_BACKEND_PACKAGE": "0",
         "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
-    load_dirs = library_dirs(cmake_args)
+    load_dirs = [*tc.lib_dirs, *library_dirs(cmake_args)]
     if load_dirs:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             p for p in (*load_dirs, os.environ.get("LD_LIBRARY_PATH")) if p)
     if "ninja" in tc.tools and not os.environ.get("CMAKE_GENERATOR"):
         env["CMAKE_GENERATOR"] = "Ninja"
+    own = {"PATH", "CUDACXX", "CUDA_HOME", "CUDA_PATH", "CUDNN_INCLUDE_PATH",
+           "CUDNN_LIBRARY_PATH"} if any(c.name == "toolchain" and c.version == "pypi"
+                                        for c in tc.checks) else {"PATH"}
     for key, value in tc.env.items():
-        if key == "PATH" or not os.environ.get(key):    # PATH: the build venv first
+        if key in own or not os.environ.get(key):    # PATH: the build venv first
             env[key] = value
+    if tc.target_python is not None:                 # cross: setuptools tags the target
+        machine = tc.target_python.soabi.split("-")[2]
+        env["_PYTHON_HOST_PLATFORM"] = f"linux-{machine}"
+    if any(a.startswith("-DCMAKE_CXX_COMPILER_LAUNCHER=") and "sccache" in a
+           for a in cmake_args):
+        env.setdefault("SCCACHE_DIR", str(settings.cache_dir / "sccache"))
+        env.setdefault("SCCACHE_CACHE_SIZE", "20G")
     return env
 
 
@@ -209,11 +223,15 @@ class Prepared:
     isolate: bool
     python: str
     runner: StepRunner
+    platform: Platform | None = None
+    buildenv: BuildEnv | None = None
 
 
 def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
              python: str | None, isolation: bool | None, extra: Iterable[str],
-             check_python: bool = True) -> Prepared:
+             check_python: bool = True, toolchain: str = "system",
+             cuda_major: int | None = None,
+             target_platform: Platform | None = None) -> Prepared:
     targets = plan.targets
     python = python or sys.executable
     staged = stage(settings, plan)
@@ -221,9 +239,23 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
                         f"-{_slug(targets.tag)}")
     isolate = (not (settings.offline or from_bundle)) if isolation is None else isolation
     requires = None if isolate or not check_python else read_build_requires(staged)
+    host = host_platform()
+    plat = target_platform or host
+    cross_to = plat if plat is not None and host is not None and plat != host else None
+    if cross_to is not None and targets.backend != "cuda":
+        raise BuildError(f"cross builds for {cross_to.name} are made for CUDA targets",
+                         f"target {targets.spec}", "pick a cuda-sm target")
+    benv, choice = None, None
+    if targets.backend == "cuda":
+        benv, choice = resolve_toolchain(settings, targets, plan, staged, python, toolchain,
+                                         cuda_major, plat, runner)
+        if benv is not None:
+            python, isolate = benv.python, False
+            requires = read_build_requires(staged) if check_python else None
     tc = check_toolchain(targets, python=python, min_cmake=cmake_minimum(staged),
-                         build_requires=requires)
-    if requires and plan.wheels_dir and any(
+                         build_requires=requires, buildenv=benv, platform_=plat,
+                         choice=choice)
+    if benv is None and requires and plan.wheels_dir and any(
             c.name == "build-python" and not c.ok for c in tc.checks):
         python = build_venv(python, plan.wheels_dir, requires, staged.parent / "buildenv",
                             runner)
@@ -234,11 +266,70 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
-    overlay = (tc.cuda_libs.cmake_args(staged.parent / "cuda-overlay", tc.env.get("CC"))
+    overlay_dir = staged.parent / ("cuda-overlay" + (f"-{cross_to.machine}" if cross_to else ""))
+    overlay = (tc.cuda_libs.cmake_args(overlay_dir, tc.env.get("CC"))
                if tc.cuda_libs else [])
     cmake_args = [*targets.cmake_args(), *plan.deps.cmake_args(), *tc.cmake_args, *overlay,
-                  *extra]
-    return Prepared(plan, staged, tc, cmake_args, isolate, python, runner)
+                  *(cross_args(tc, cross_to, benv, staged.parent) if cross_to else []),
+                  *launcher_args(tc, benv), *extra]
+    return Prepared(plan, staged, tc, cmake_args, isolate, python, runner, plat, benv)
+
+
+def resolve_toolchain(settings: Settings, targets: TargetSet, plan: SourcePlan, staged: Path,
+                      python: str, mode: str, cuda_major: int | None,
+                      plat: Platform | None, runner: StepRunner
+                      ) -> tuple[BuildEnv | None, Check]:
+    """The registry build environment (made or read from the cache) or None
+    for the system toolkit, and the doctor/build line that says which and why."""
+    host = host_platform()
+    cross = plat is not None and host is not None and plat != host
+    system_nvcc = find_nvcc(os.environ)
+    if mode == "system" and not cross:
+        return None, Check("toolchain", True, True, "system",
+                           detail=f"system CUDA toolkit ({system_nvcc or 'nvcc not found'}): "
+                                  "--toolchain system")
+    if plat is None:
+        raise BuildError("registry CUDA toolchains exist for Linux hosts only")
+    major = cuda_major or benv_mod.default_cuda_major(
+        targets.min_cuda, min((e.number for e in targets.arch_entries), default=75))
+    spec = benv_mod.make_spec(major, plat, read_build_requires(staged), python=python)
+    cached = benv_mod.cached_env(settings.cache_dir, spec)
+    wheelhouse = plan.toolchain_dir if getattr(plan, "toolchain_dir", None) else None
+    which, why = benv_mod.choose(mode, offline=settings.offline, cached=cached is not None,
+                                 wheelhouse=wheelhouse is not None,
+                                 system_nvcc=system_nvcc, cross=cross)
+    if which == "system":
+        return None, Check("toolchain", True, True, "system",
+                           detail=f"system CUDA toolkit ({system_nvcc}): {why}")
+    env = cached or benv_mod.provision(
+        settings.cache_dir, spec, runner, offline=settings.offline, wheelhouse=wheelhouse,
+        say=lambda m: console.print(m, markup=False))
+    nvcc_ver = env.versions.get(next(p.split("==")[0] for p in spec.cuda_host if "nvcc" in p), "")
+    return env, Check("toolchain", True, True, "pypi",
+                      detail=f"registry packages, CUDA {nvcc_ver} for {spec.target.name} "
+                             f"({why}); {env.root}")
+
+
+def cross_args(tc: Toolchain, plat: Platform, benv: BuildEnv | None, scratch: Path) -> list[str]:
+    """The toolchain file and target-Python arguments of a cross build. The
+    type stubs are left out: stubgen would have to run the target's mlx.core."""
+    cc, cxx = tc.env.get("CC"), tc.env.get("CXX")
+    if not (cc and cxx and tc.target_python is not None):
+        raise BuildError(f"the cross build for {plat.name} lacks its compilers or Python",
+                         "", "run `mlx-builder doctor --platform ...`")
+    roots = [benv.cuda_root, benv.target_nvidia.parent] if benv else []
+    tfile = toolchain_file(scratch / f"toolchain-{plat.machine}.cmake", plat, cc, cxx, roots)
+    return [f"-DCMAKE_TOOLCHAIN_FILE={tfile}", *tc.target_python.cmake_args(),
+            "-DMLX_BUILD_PYTHON_STUBS=OFF"]
+
+
+def launcher_args(tc: Toolchain, benv: BuildEnv | None) -> list[str]:
+    """sccache (from the registry environment) as the compiler launcher when
+    there is no ccache, which MLX's CMake would take by itself."""
+    if benv is None or tc.tools.get("ccache") or not benv.sccache():
+        return []
+    s = str(benv.sccache())
+    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={s}" for lang in ("C", "CXX", "CUDA")]
 
 
 def build_venv(python: str, wheels: Path, requires: list[str], dest: Path,
@@ -259,21 +350,27 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
                 out_dir: Path, *, from_bundle: bool = False, python: str | None = None,
                 isolation: bool | None = None,
                 extra_cmake_args: Iterable[str] = (),
-                bundle_sha256: str | None = None) -> Path:
+                bundle_sha256: str | None = None, toolchain: str = "system",
+                cuda_major: int | None = None,
+                target_platform: Platform | None = None, manylinux: bool = True) -> Path:
     """Build, verify and label one wheel; returns its path in ``out_dir``.
-    The build folder is locked for the whole build."""
+    The build folder is locked for the whole build.
+
+    ``toolchain``: 'system' (the toolkit on this machine), 'pypi' (a cached
+    environment of registry packages) or 'auto' (pypi unless offline without
+    it); ``target_platform`` other than the host's cross-builds."""
     start = time.monotonic()
     plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
     with locks.build_lock(settings, build_folder(settings, plan)):
-        return _build_wheel(settings, plan, out_dir, from_bundle, python, isolation,
-                            extra_cmake_args, start)
+        p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args,
+                     toolchain=toolchain, cuda_major=cuda_major,
+                     target_platform=target_platform)
+        return _build_wheel(settings, p, out_dir, manylinux, start)
 
 
-def _build_wheel(settings: Settings, plan: SourcePlan, out_dir: Path, from_bundle: bool,
-                 python: str | None, isolation: bool | None,
-                 extra_cmake_args: Iterable[str], start: float) -> Path:
-    p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args)
-    targets = plan.targets
+def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool,
+                 start: float) -> Path:
+    plan, targets = p.plan, p.plan.targets
     env = build_env(settings, plan, p.tc, p.cmake_args)
     wheel_tmp = p.staged.parent / f"wheel-{_slug(targets.tag)}"
     shutil.rmtree(wheel_tmp, ignore_errors=True)
@@ -295,27 +392,34 @@ def _build_wheel(settings: Settings, plan: SourcePlan, out_dir: Path, from_bundl
                          f"log: {result.log_path}")
     built_from = f"bundle sha256:{plan.bundle_sha256}" if plan.bundle_sha256 else "tree"
     out = finish_wheel(wheels[0], plan, p.tc, p.staged, Path(out_dir), p.cmake_args,
-                       built_from, p.python)
-    console.print(f"wheel: {out} ({out.stat().st_size / 2**20:.1f} MiB, "
-                  f"{time.monotonic() - start:.0f} s; log {result.log_path})", markup=False)
+                       built_from, p.python, plat=p.platform, runner=p.runner,
+                       manylinux=manylinux,
+                       packages=p.buildenv.versions if p.buildenv else None)
+    took = time.monotonic() - start
+    console.print(f"wheel: {out} ({out.stat().st_size / 2**20:.1f} MiB; log {result.log_path})",
+                  markup=False)
+    console.print(f"built in {int(took // 60)} min {took % 60:.0f} s "
+                  f"(compile step {result.seconds:.0f} s)", markup=False)
     return out
 
 
 def configure_only(settings: Settings, source: Any, targets: TargetSet | None, *,
                    from_bundle: bool = False, python: str | None = None,
                    extra_cmake_args: Iterable[str] = (),
-                   bundle_sha256: str | None = None) -> Path:
+                   bundle_sha256: str | None = None, toolchain: str = "system",
+                   cuda_major: int | None = None,
+                   target_platform: Platform | None = None) -> Path:
     """Run only CMake's configure step, with the arguments setup.py would pass:
     proves that every dependency resolves offline. Returns the build dir."""
     plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
     with locks.build_lock(settings, build_folder(settings, plan)):
-        return _configure_only(settings, plan, from_bundle, python, extra_cmake_args)
+        p = _prepare(settings, plan, from_bundle, python, False, extra_cmake_args,
+                     check_python=False, toolchain=toolchain, cuda_major=cuda_major,
+                     target_platform=target_platform)
+        return _configure_only(settings, p)
 
 
-def _configure_only(settings: Settings, plan: SourcePlan, from_bundle: bool,
-                    python: str | None, extra_cmake_args: Iterable[str]) -> Path:
-    p = _prepare(settings, plan, from_bundle, python, False, extra_cmake_args,
-                 check_python=False)
+def _configure_only(settings: Settings, p: Prepared) -> Path:
     bdir = p.staged.parent / f"configure-{_slug(p.plan.targets.tag)}"
     shutil.rmtree(bdir, ignore_errors=True)
     argv = [p.tc.tools.get("cmake", "cmake"), "-S", str(p.staged), "-B", str(bdir)]
@@ -323,7 +427,8 @@ def _configure_only(settings: Settings, plan: SourcePlan, from_bundle: bool,
     argv += ["-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={p.python}"]
     argv += [f"-D{k}={v}" for k, v in sorted(setup_py_defines(p.staged).items())]
     argv += [*p.cmake_args, f"-DMLX_VERSION={p.plan.label}"]
-    env = {k: v for k, v in p.tc.env.items() if k == "PATH" or not os.environ.get(k)}
+    env = build_env(settings, p.plan, p.tc, p.cmake_args)
+    env.pop("CMAKE_ARGS", None)
     result = p.runner.run("cmake-configure", argv, cwd=p.staged, env=env)
     console.print(f"configure ok for {p.plan.targets.spec} in {result.seconds:.0f} s "
                   f"(offline: FETCHCONTENT_FULLY_DISCONNECTED=ON); log {result.log_path}",
@@ -347,7 +452,9 @@ def _python_version(python: str) -> str:
 
 
 def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_dir: Path,
-                 cmake_args: list[str], built_from: str, python: str) -> Path:
+                 cmake_args: list[str], built_from: str, python: str, *,
+                 plat: Platform | None = None, runner: StepRunner | None = None,
+                 manylinux: bool = True, packages: dict[str, str] | None = None) -> Path:
     targets = plan.targets
     version = wheel_version(raw)
     if Version(version) != Version(plan.label):
@@ -374,11 +481,30 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             err_console.print(f"warning: {raw.name} has no type stubs (mlx/core/*.pyi): "
                               "stubgen could not import mlx.core; see the build log",
                               markup=False)
-    toolchain = {**tc.versions(), "python": _python_version(python)}
+    toolchain = {**tc.versions(), "python": _python_version(python),
+                 **{f"pypi:{k}": v for k, v in sorted((packages or {}).items())}}
+    platform_info: dict[str, Any] = {}
+    if plat is not None:
+        platform_info = {"name": plat.name, "machine": plat.machine,
+                         "tag": raw.name.rsplit("-", 1)[-1][:-4]}
+    work_dir = None
+    if manylinux and plat is not None and runner is not None and \
+            raw.name.endswith(f"-{plat.wheel_tag}.whl"):
+        from mlx_builder.manylinux import repair
+        work_dir = Path(tempfile.mkdtemp(prefix="mlxb-manylinux-"))
+        fixed = repair(raw, work_dir, plat, runner)
+        platform_info = fixed.to_json(plat)
+        console.print(f"repaired to {fixed.tag} (glibc >= {fixed.glibc}; grafted "
+                      f"{', '.join(fixed.grafted) or 'nothing'})", markup=False)
+        raw = fixed.wheel
     manifest = build_manifest(
         version=plan.label, prov=plan.provenance, targets=targets, toolchain=toolchain,
         dependencies=[d.to_json() for d in plan.deps.deps],
         disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
-        built_from=built_from, bundle_sha256=plan.bundle_sha256)
-    return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)
+        built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info)
+    try:
+        return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)
+    finally:
+        if work_dir is not None:
+            shutil.rmtree(work_dir, ignore_errors=True)

@@ -56,11 +56,12 @@ from mlx_builder.targets import TargetSet, parse_targets
 
 BUNDLE_JSON = "bundle.json"
 WHEELS_DIR = "wheels"
+TOOLCHAIN_DIR = "toolchain"     # the registry build environment's wheels (--with-toolchain)
 FORMAT = "mlx-builder-bundle"
 SCHEMA = 2                      # 2: bundle.json lists every file with its sha256
 _DONE = ".unpacked"
 SHA_SUFFIX = ".sha256"
-_PARTS = ("mlx", "deps", WHEELS_DIR)
+_PARTS = ("mlx", "deps", WHEELS_DIR, TOOLCHAIN_DIR)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class SourcePlan:
     label: str
     bundle_sha256: str | None = None
     wheels_dir: Path | None = None       # build-requirement wheels carried by a bundle
+    toolchain_dir: Path | None = None    # the CUDA build environment's wheels, if carried
 
 
 # ----------------------------------------------------------------- planning
@@ -182,15 +184,18 @@ def _add(tf: tarfile.TarFile, arcname: str, path: Path | None, data: bytes | Non
 
 
 def write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path, *,
-                 plan: SourcePlan | None = None, with_wheels: bool = True) -> Path:
-    """Write the bundle for ``tree`` + ``targets``; ``out`` may be a directory."""
+                 plan: SourcePlan | None = None, with_wheels: bool = True,
+                 toolchain: Any = None) -> Path:
+    """Write the bundle for ``tree`` + ``targets``; ``out`` may be a directory.
+    ``toolchain`` (a buildenv.EnvSpec) adds the registry build environment's
+    wheels, so a node without network makes that environment from the bundle."""
     src = Path(tree.path) if hasattr(tree, "applied") else Path(tree)
     with locks.tree_lock(settings, src):
-        return _write_bundle(settings, tree, targets, Path(out), plan, with_wheels)
+        return _write_bundle(settings, tree, targets, Path(out), plan, with_wheels, toolchain)
 
 
 def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
-                  plan: SourcePlan | None, with_wheels: bool) -> Path:
+                  plan: SourcePlan | None, with_wheels: bool, toolchain: Any) -> Path:
     plan = plan or plan_from_tree(settings, tree, targets)
     top = "mlx-" + re.sub(r"[^A-Za-z0-9._-]+", "_", plan.label)
     out = Path(out)
@@ -216,6 +221,16 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
         members += [(f"{top}/{WHEELS_DIR}/{w.name}", w, None) for w in wheels]
         data = _bundle_json(plan)
         data["build_wheels"] = [w.name for w in wheels]
+        if toolchain is not None:
+            from mlx_builder.buildenv import download_wheels
+            from mlx_builder.runner import StepRunner
+            runner = StepRunner(settings.logs_dir / f"bundle-toolchain-{os.getpid()}")
+            tc_wheels = download_wheels(toolchain, Path(wtmp) / TOOLCHAIN_DIR, runner)
+            members += [(f"{top}/{TOOLCHAIN_DIR}/{w.name}", w, None) for w in tc_wheels]
+            data["toolchain"] = {"cuda_major": toolchain.cuda_major,
+                                 "platform": toolchain.target.name,
+                                 "pins": list(toolchain.pins),
+                                 "wheels": [w.name for w in tc_wheels]}
         data["files"] = {arc.split("/", 1)[1]: _file_entry(path)
                          for arc, path, _ in members if path is not None}
         meta = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
@@ -304,6 +319,10 @@ def check_bundle_json(data: Any, where: str) -> None:
               f"a dependency needs name, pin and path strings: {dep!r}"[:200])
         _need(_safe_rel(dep["path"]) and dep["path"].startswith("deps/"), where,
               f"dependency path {dep['path']!r} is not a folder under deps/")
+    tc = data.get("toolchain")
+    _need(tc is None or (isinstance(tc, dict) and isinstance(tc.get("wheels"), list)
+                         and all(isinstance(w, str) for w in tc["wheels"])), where,
+          "toolchain must be an object with a list of wheel names")
     if data["schema"] >= 2:
         files = data.get("files")
         _need(isinstance(files, dict), where, "files must be an object")
@@ -485,6 +504,8 @@ def open_bundle(settings: Settings, path: Path, targets: TargetSet | None = None
     plan_deps = DepsPlan(deps, tuple(data.get("disabled_options", [])),
                          tuple(data.get("skipped_dependencies", [])))
     wheels = top / WHEELS_DIR
+    tc_dir = top / TOOLCHAIN_DIR
     return SourcePlan(src, targets, prov, plan_deps, make_label(prov, targets.tag), sha,
-                      wheels if wheels.is_dir() else None)
+                      wheels if wheels.is_dir() else None,
+                      tc_dir if tc_dir.is_dir() else None)
 

@@ -169,15 +169,24 @@ def make_driver_stub(dest: Path, cc: str, include: Path) -> Path:
     return out
 
 
+def _target_dirs() -> list[str]:
+    """The toolkit's ``targets/<dir>`` names for this host: x86_64-linux; on
+    Arm servers sbsa-linux (the toolkit's name), aarch64-linux on Jetson."""
+    m = platform.machine().lower()
+    if m in ("aarch64", "arm64"):
+        return ["sbsa-linux", "aarch64-linux"]
+    return [f"{m}-linux"]
+
+
 def _toolkit_lib_dirs(nvcc: str | None, env: Mapping[str, str],
                       host: bool = True) -> list[Path]:
     roots = [cuda_root(nvcc)] if nvcc else []
     roots += [Path(p) for p in (env.get("CUDA_HOME"), "/usr/local/cuda" if host else None) if p]
     dirs = []
     for root in roots:
-        dirs += [root / "lib64", root / "lib", root / "lib64" / "stubs",
-                 root / "targets" / f"{platform.machine()}-linux" / "lib",
-                 root / "targets" / f"{platform.machine()}-linux" / "lib" / "stubs"]
+        dirs += [root / "lib64", root / "lib", root / "lib64" / "stubs"]
+        for t in _target_dirs():
+            dirs += [root / "targets" / t / "lib", root / "targets" / t / "lib" / "stubs"]
     if host:
         dirs.append(Path(f"/usr/lib/{platform.machine()}-linux-gnu"))
     return dirs
@@ -187,7 +196,7 @@ def _toolkit_include(nvcc: str | None) -> Path | None:
     if not nvcc:
         return None
     root = cuda_root(nvcc)
-    for inc in (root / "include", root / "targets" / f"{platform.machine()}-linux" / "include"):
+    for inc in (root / "include", *(root / "targets" / t / "include" for t in _target_dirs())):
         if (inc / "cuda.h").is_file():
             return inc
     return None

@@ -111,7 +111,8 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
                    runtime_requires: Iterable[str] = (), requires_source: str = "",
                    gpu_code: Mapping[str, Any] | None = None,
                    cmake_args: Iterable[str] = (), built_from: str = "tree",
-                   name: str = "mlx", bundle_sha256: str | None = None) -> dict[str, Any]:
+                   name: str = "mlx", bundle_sha256: str | None = None,
+                   platform: Mapping[str, Any] | None = None) -> dict[str, Any]:
     extra = {"bundle_sha256": bundle_sha256} if bundle_sha256 else {}
     return {**extra,
         "schema": SCHEMA, "tool": f"mlx-builder {__version__}", "name": name,
@@ -130,6 +131,7 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
         "toolchain": dict(toolchain),
         "runtime_requires": list(runtime_requires), "requires_source": requires_source,
         "built_from": built_from, "provenance_extra": dict(prov.extra),
+        "platform": dict(platform or {}),
     }
 
 

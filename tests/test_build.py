@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import zipfile
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,61 @@ def test_offline_bundle_build_uses_carried_build_requirements(tmp_path, no_toolc
     assert [p.name for p in logs] == ["01-build-venv.log", "02-build-requirements.log",
                                       "03-pip-wheel.log"]
     assert logs[2].read_text().startswith(f"$ {venv_python} -m pip wheel")
+
+
+def _benv(tmp_path: Path, sccache: bool = True):
+    from mlx_builder.buildenv import BuildEnv
+    root = tmp_path / "env"
+    (root / "venv" / "bin").mkdir(parents=True)
+    if sccache:
+        (root / "venv" / "bin" / "sccache").write_text("#!/bin/sh\n")
+    return BuildEnv(root, {"target": "linux-aarch64", "cross": True,
+                           "target_nvidia": str(root / "target" / "nvidia")})
+
+
+def test_sccache_launches_the_compilers_unless_ccache_is_there(tmp_path):
+    benv = _benv(tmp_path)
+    args = build_mod.launcher_args(Toolchain(()), benv)
+    assert [a.split("=")[0] for a in args] == ["-DCMAKE_C_COMPILER_LAUNCHER",
+                                               "-DCMAKE_CXX_COMPILER_LAUNCHER",
+                                               "-DCMAKE_CUDA_COMPILER_LAUNCHER"]
+    assert all(a.endswith("/venv/bin/sccache") for a in args)
+    assert build_mod.launcher_args(Toolchain((), tools={"ccache": "/usr/bin/ccache"}), benv) == []
+    assert build_mod.launcher_args(Toolchain(()), None) == []
+    assert build_mod.launcher_args(Toolchain(()), _benv(tmp_path / "b", sccache=False)) == []
+
+
+def test_registry_toolchain_env_wins_over_the_shell_and_tags_the_target(tmp_path, monkeypatch):
+    from mlx_builder.cross import TargetPython
+    monkeypatch.setenv("CUDACXX", "/usr/local/cuda/bin/nvcc")      # the system's
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    settings = Settings(cache_dir=tmp_path / "cache")
+    plan = SimpleNamespace(label="0.32.2+mlxb.x")
+    tc = Toolchain((Check("toolchain", True, True, "pypi"),),
+                   env={"CUDACXX": "/env/cuda/bin/nvcc", "PATH": "/env/venv/bin:/usr/bin"},
+                   lib_dirs=("/env/cuda/lib",),
+                   target_python=TargetPython("3.11", Path("/usr/include/python3.11"),
+                                              "cpython-311-aarch64-linux-gnu"))
+    args = ["-DCMAKE_CXX_COMPILER_LAUNCHER=/env/venv/bin/sccache"]
+    env = build_mod.build_env(settings, plan, tc, args)
+    assert env["CUDACXX"] == "/env/cuda/bin/nvcc" and env["PATH"].startswith("/env/venv/bin")
+    assert env["_PYTHON_HOST_PLATFORM"] == "linux-aarch64"
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep)[0] == "/env/cuda/lib"
+    assert env["SCCACHE_DIR"] == str(tmp_path / "cache" / "sccache")
+    system = Toolchain((Check("toolchain", True, True, "system"),),
+                       env={"CUDACXX": "/other/nvcc"})
+    assert "CUDACXX" not in build_mod.build_env(settings, plan, system, [])   # the shell's stays
+
+
+def test_a_cross_build_is_for_cuda_targets(tmp_path):
+    from mlx_builder.buildenv import PLATFORMS, host_platform
+    if host_platform() is None:
+        pytest.skip("Linux only")
+    other = next(p for p in PLATFORMS.values() if p != host_platform())
+    src = fake_mlx(tmp_path / "mlx", git_repo=False)
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True,
+                        dep_sources={"fmt": str(dep_repo(tmp_path / "fmt", "12.1.0", {"a": "b"}))})
+    with pytest.raises(BuildError, match="cross builds for .* are made for CUDA targets"):
+        build_mod.build_wheel(settings, src, parse_targets("cpu"), tmp_path / "dist",
+                              target_platform=other)
+    assert not (tmp_path / "dist").exists()

@@ -327,3 +327,41 @@ def test_bundle_out_naming_a_file_is_refused(world):
     with pytest.raises(BuildError, match="is a file"):
         write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "taken")
     assert (world.tmp / "taken").read_text() == "x"
+
+
+def test_a_bundle_with_toolchain_carries_the_build_environment_wheels(world, monkeypatch):
+    """--with-toolchain: the registry wheels go into toolchain/, bundle.json
+    lists them with the pins, and the unpacked bundle names the folder the
+    build provisions from (no network on the node)."""
+    import sys
+    from mlx_builder import buildenv as be
+    spec = be.EnvSpec(13, be.PLATFORMS["linux-aarch64"], be.PLATFORMS["linux-aarch64"],
+                      sys.executable, "3.12.3", ("ninja==1.13.0",), (),
+                      ("nvidia-cuda-nvcc==13.0.88",), ("nvidia-cuda-runtime==13.0.96",))
+    asked = []
+
+    def download(s, dest, runner):
+        asked.append(s)
+        dest.mkdir(parents=True, exist_ok=True)
+        for pin in s.pins:
+            name, ver = pin.split("==")
+            (dest / f"{name.replace('-', '_')}-{ver}-py3-none-manylinux_2_27_aarch64.whl"
+             ).write_bytes(b"wheel")
+        return sorted(dest.glob("*.whl"))
+    monkeypatch.setattr(be, "download_wheels", download)
+    s = make_settings(world.tmp, fmt=world.fmt, cutlass=world.cutlass)
+    targets = parse_targets("cuda-sm121")
+    path = write_bundle(s, world.mlx, targets, world.tmp / "tc.tar.gz", toolchain=spec)
+    assert asked == [spec]
+    with tarfile.open(path) as tf:
+        meta = json.loads(tf.extractfile(next(m for m in tf.getmembers()
+                                              if m.name.endswith(BUNDLE_JSON))).read())
+    assert meta["toolchain"]["platform"] == "linux-aarch64"
+    assert meta["toolchain"]["pins"] == list(spec.pins) and len(meta["toolchain"]["wheels"]) == 3
+    opened = open_bundle(make_settings(world.tmp, "node"), path)
+    assert opened.toolchain_dir is not None
+    assert sorted(p.name.split("-")[0] for p in opened.toolchain_dir.glob("*.whl")) == [
+        "ninja", "nvidia_cuda_nvcc", "nvidia_cuda_runtime"]
+    plain = open_bundle(make_settings(world.tmp, "node2"),
+                        write_bundle(s, world.mlx, targets, world.tmp / "plain.tar.gz"))
+    assert plain.toolchain_dir is None

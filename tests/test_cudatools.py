@@ -185,3 +185,12 @@ def test_cuda_root_through_a_wrapper_script(tmp_path):
     wrapper = tool(tmp_path / "wrap", "nvcc", f'exec {real / "nvcc"} "$@"\n')
     assert cuda_root(str(wrapper)) == tmp_path / "cuda-13.0"
     assert cuda_root(str(real / "nvcc")) == tmp_path / "cuda-13.0"
+
+
+def test_toolkit_target_dirs_follow_the_host(monkeypatch):
+    import platform as _platform
+    from mlx_builder import cudatools
+    monkeypatch.setattr(_platform, "machine", lambda: "aarch64")
+    assert cudatools._target_dirs() == ["sbsa-linux", "aarch64-linux"]
+    monkeypatch.setattr(_platform, "machine", lambda: "x86_64")
+    assert cudatools._target_dirs() == ["x86_64-linux"]

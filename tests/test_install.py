@@ -309,3 +309,27 @@ def test_index_refuses_a_wheel_whose_record_or_manifest_does_not_match(tmp_path)
     wheel.rename(renamed)
     with pytest.raises(WheelError, match="its manifest says version"):
         write_index(other)
+
+
+def test_an_aarch64_gb10_host_gets_the_aarch64_sm121_wheel(tmp_path):
+    """A DGX Spark (GB10: sm_121 on a Grace CPU) takes the manylinux aarch64
+    sm_121 wheel; the x86_64 build of the same target is refused for its tag,
+    the aarch64 sm_90 (GH200) wheel for its GPU code."""
+    py = f"{_T.interpreter}-{_T.abi}"
+    h = tmp_path / "house"
+    make_wheel(h, "0.32.2+mlxb.a121", tag=f"{py}-manylinux_2_35_aarch64",
+               manifest=manifest_for("cuda-sm121"))
+    make_wheel(h, "0.32.2+mlxb.a90", tag=f"{py}-manylinux_2_35_aarch64",
+               manifest=manifest_for("cuda-sm90"))
+    make_wheel(h, "0.32.2+mlxb.x121", tag=f"{py}-manylinux_2_35_x86_64",
+               manifest=manifest_for("cuda-sm121"))
+    write_index(h)
+    env = {FAKE_GPU_ENV: "sm_121", FAKE_PLATFORM_ENV: "manylinux_2_39_aarch64"}
+    choice = _choose(h, env)
+    assert choice.chosen is not None and "a121" in choice.chosen.filename
+    assert choice.chosen.filename.endswith("manylinux_2_35_aarch64.whl")
+    why = _reasons(choice)
+    assert "0.32.2+mlxb.x121" in why and "0.32.2+mlxb.a90" in why
+    # an older glibc than the wheel's floor takes none of them
+    old = _choose(h, {FAKE_GPU_ENV: "sm_121", FAKE_PLATFORM_ENV: "manylinux_2_31_aarch64"})
+    assert old.chosen is None

@@ -219,7 +219,8 @@ def test_doctor_command_reports_and_fails_on_missing_tools(tmp_path, monkeypatch
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.delenv("CUDACXX", raising=False)
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "c"), "doctor",
-                                      "--target", "cuda-sm121", "--json"])
+                                      "--target", "cuda-sm121", "--toolchain", "system",
+                                      "--json"])
     assert isinstance(result.exception, ToolchainError)
     report = _json.loads(result.output[:result.output.rindex("}") + 1])
     by = {c["name"]: c for c in report["checks"]}

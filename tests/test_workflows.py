@@ -217,12 +217,18 @@ def test_nightly_has_the_jobs_issue_5_asks_for():
     assert apply, "an apply/status job runs `nightly --no-compile`"
     assert any(cmd == "status" for cmd, _, _ in by_job[apply[0]])
 
-    cuda = [j for j in jobs if {"cuda-sm90", "cuda-sm121"} <= set(_matrix_targets(jobs[j]))]
-    assert cuda, "a CUDA compile job covers 90a and 121a"
+    cuda = [j for j in jobs if "cuda-sm90" in _matrix_targets(jobs[j])
+            and not _arm(jobs[j])]
+    assert cuda, "an x86_64 CUDA compile job covers 90a"
     job = jobs[cuda[0]]
     assert _runner(job)[0].startswith("ubuntu")
     assert "cuda" in str(job.get("container", {}).get("image", ""))
     assert any(cmd == "nightly" and "--compile" in a for cmd, _, a in by_job[cuda[0]])
+    arm = [j for j in jobs if _arm(jobs[j]) and "cuda-sm121" in _matrix_targets(jobs[j])]
+    assert arm, "121a is compiled natively on an Arm runner (issue 20)"
+    assert any(cmd == "build" and "--toolchain" in a and "pypi" in a
+               for cmd, _, a in by_job[arm[0]])
+    assert_sm121_only_on_arm(jobs)
 
     metal = [j for j in jobs if any(r.startswith("macos-1") and int(r[6:]) >= 14
                                      for r in _runner(jobs[j]))]
@@ -239,6 +245,32 @@ def test_nightly_has_the_jobs_issue_5_asks_for():
         uploads = [s for s in steps(job)
                    if s.get("uses", "").startswith("actions/upload-artifact@")]
         assert uploads, f"nightly job {job_id} uploads its reports"
+
+
+def _arm(job: dict) -> bool:
+    return any(r.endswith("-arm") or "arm64" in r for r in _runner(job))
+
+
+def assert_sm121_only_on_arm(jobs: dict) -> None:
+    """GB10 (sm_121) is an Arm machine: an x86_64 sm_121 wheel installs nowhere."""
+    for job_id, job in jobs.items():
+        if "cuda-sm121" in _matrix_targets(job):
+            assert _arm(job), f"job {job_id} builds cuda-sm121 on {_runner(job)}"
+
+
+def test_release_builds_aarch64_natively_for_every_cpython():
+    jobs = load("release.yml")["jobs"]
+    assert_sm121_only_on_arm(jobs)
+    arm = [j for j in jobs.values() if _arm(j)]
+    assert arm and "ubuntu-24.04-arm" in _runner(arm[0])
+    matrix = arm[0]["strategy"]["matrix"]
+    assert set(matrix["target"]) == {"cuda-sm121", "cuda-sm90", "cuda-sm100"}
+    assert matrix["python"] == ["3.10", "3.11", "3.12", "3.13"]
+    x86 = {t for j in jobs.values() if not _arm(j) for t in _matrix_targets(j)}
+    assert {"cuda-sm80", "cuda-sm90", "cuda-sm100", "cuda-sm120"} <= x86
+    assert "cuda-sm121" not in x86
+    publish = [j for j in jobs.values() if "linux-aarch64-wheels" in (j.get("needs") or [])]
+    assert publish, "publication waits for the aarch64 wheels"
 
 
 def test_release_builds_the_matrix_then_indexes():

@@ -8,6 +8,7 @@ import click
 
 from mlx_builder.build import build_wheel
 from mlx_builder.build import configure_only as configure
+from mlx_builder.buildenv import TOOLCHAIN_MODES, parse_platform
 from mlx_builder.bundle import prepare
 from mlx_builder.errors import BuildError
 from mlx_builder.targets import parse_targets
@@ -38,11 +39,26 @@ from mlx_builder.targets import parse_targets
               help="Extra CMake argument, e.g. -DMLX_BUILD_GGUF=OFF (repeatable).")
 @click.option("--configure-only", is_flag=True,
               help="Run only CMake's configure step (an offline check of the sources).")
+@click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
+              show_default=True,
+              help="CUDA toolchain: pypi (registry packages, cached by their pins), system "
+                   "(the toolkit on this machine); auto = pypi unless offline without it.")
+@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
+              help="CUDA major of the registry toolchain (default: what the target needs).")
+@click.option("--platform", "platform_name", default=None,
+              help="Target platform: linux-x86_64 or linux-aarch64 (cross-built on x86_64). "
+                   "Default: this host's.")
+@click.option("--manylinux/--no-manylinux", default=True, show_default=True,
+              help="Repair a Linux wheel to its manylinux_2_X tag with auditwheel "
+                   "(the nvidia-* CUDA libraries are not grafted).")
 @click.pass_obj
 def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bundle_sha256,
-            out_dir, python, isolation, cmake_args, configure_only) -> None:
+            out_dir, python, isolation, cmake_args, configure_only, toolchain, cuda_major,
+            platform_name, manylinux) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
+    kw = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
+              target_platform=parse_platform(platform_name))
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
@@ -53,11 +69,11 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
         targets = parse_targets(target_spec) if target_spec else None
         if configure_only:
             configure(settings, bundle, targets, from_bundle=True, python=python,
-                      extra_cmake_args=cmake_args, bundle_sha256=bundle_sha256)
+                      extra_cmake_args=cmake_args, bundle_sha256=bundle_sha256, **kw)
             return
         build_wheel(settings, bundle, targets, out_dir, from_bundle=True, python=python,
-                    isolation=isolation, extra_cmake_args=cmake_args,
-                    bundle_sha256=bundle_sha256)
+                    isolation=isolation, extra_cmake_args=cmake_args, manylinux=manylinux,
+                    bundle_sha256=bundle_sha256, **kw)
         return
     if not target_spec:
         raise BuildError("no build target given", "", "pass --target, e.g. --target cuda-sm90")
@@ -67,7 +83,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
     else:
         source, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
     if configure_only:
-        configure(settings, source, targets, python=python, extra_cmake_args=cmake_args)
+        configure(settings, source, targets, python=python, extra_cmake_args=cmake_args, **kw)
         return
     build_wheel(settings, source, targets, out_dir, python=python, isolation=isolation,
-                extra_cmake_args=cmake_args)
+                extra_cmake_args=cmake_args, manylinux=manylinux, **kw)

@@ -23,8 +23,19 @@ from mlx_builder.targets import parse_targets
               show_default=True,
               help="Bundle file (*.tar.gz), or a directory for the default name.")
 @click.option("--refresh", is_flag=True, help="Refill the dependency cache first.")
+@click.option("--with-toolchain", is_flag=True,
+              help="Carry the CUDA build environment's registry wheels (nvcc, CUDA "
+                   "libraries, cuDNN, NCCL, CMake, Ninja): the node needs no network.")
+@click.option("--platform", "platform_name", default=None,
+              help="With --with-toolchain: the node's platform (linux-x86_64, "
+                   "linux-aarch64); default this host's.")
+@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
+              help="With --with-toolchain: the CUDA major (default: what the target needs).")
+@click.option("--python-version", "python_version", default=None,
+              help="With --with-toolchain: the node's Python X.Y.Z (default: this one's).")
 @click.pass_obj
-def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refresh) -> None:
+def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refresh,
+            with_toolchain, platform_name, cuda_major, python_version) -> None:
     """Write patched MLX + every FetchContent dependency the target needs +
     build settings into one deterministic .tar.gz; build it anywhere with
     `mlx-builder build --from-bundle FILE` (no network needed)."""
@@ -35,7 +46,26 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
     else:
         tree, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
     plan = plan_from_tree(settings, tree, targets, refresh=refresh)
-    path = write_bundle(settings, tree, targets, out, plan=plan)
+    spec = None
+    if with_toolchain:
+        if targets.backend != "cuda":
+            raise BuildError("--with-toolchain is for CUDA targets",
+                             f"target {targets.spec} needs no CUDA toolchain")
+        import dataclasses
+        from mlx_builder import buildenv as be
+        from mlx_builder.mlxtree import read_build_requires
+        plat = be.parse_platform(platform_name) or be.host_platform()
+        if plat is None:
+            raise BuildError("--with-toolchain needs a Linux target platform",
+                             "registry CUDA toolchains exist for linux-x86_64 and "
+                             "linux-aarch64 only", "pass --platform linux-aarch64 or "
+                             "linux-x86_64")
+        major = int(cuda_major) if cuda_major else be.default_cuda_major(
+            targets.min_cuda, min(e.number for e in targets.arch_entries))
+        spec = be.make_spec(major, plat, read_build_requires(plan.src), host=plat)
+        if python_version:
+            spec = dataclasses.replace(spec, python_version=python_version)
+    path = write_bundle(settings, tree, targets, out, plan=plan, toolchain=spec)
     size = path.stat().st_size
     lines = [f"bundle:  {path}",
              f"size:    {size / 2**20:.1f} MiB ({size} bytes)",
@@ -46,6 +76,9 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
              "deps:    " + ", ".join(f"{d.name} {d.pin}" for d in plan.deps.deps)]
     if plan.deps.disabled:
         lines.append("off:     " + ", ".join(plan.deps.disabled))
+    if spec is not None:
+        lines.append(f"toolchain: CUDA {spec.cuda_major} for {spec.target.name} "
+                     f"({len(spec.pins)} registry wheels)")
     lines.append(f"pinned:  {path.name}.sha256 beside it")
     lines.append(f"build:   mlx-builder build --from-bundle {path.name} "
                  f"--sha256 {file_sha256(path)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import shutil
 import sys
@@ -11,16 +12,78 @@ import sys
 import click
 from rich.table import Table
 
+from mlx_builder import buildenv as benv_mod
+from mlx_builder.buildenv import TOOLCHAIN_MODES, host_platform, parse_platform
 from mlx_builder.console import console
+from mlx_builder.errors import ToolchainError
+from mlx_builder.probe import Check
 from mlx_builder.targets import parse_targets
 from mlx_builder.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
+
+# what a registry environment supplies itself (not looked for on the host
+# before it is made)
+_SUPPLIED = {"cmake", "ninja", "ccache", "compiler-cache", "build-python"}
 
 
 def default_target() -> str:
     if platform.system() == "Darwin":
         return "metal"
-    import os
     return "cuda" if find_nvcc(os.environ) or shutil.which("nvcc") else "cpu"
+
+
+def plan_checks(settings, targets, python, mode, cuda_major, plat):
+    """The checks a build of ``targets`` would make, with the toolchain line first."""
+    host = host_platform()
+    cross = plat is not None and host is not None and plat != host
+    if targets.backend != "cuda":
+        return check_toolchain(targets, python=python, build_requires=DEFAULT_BUILD_REQUIRES,
+                               platform_=plat)
+    system_nvcc = find_nvcc(os.environ)
+    spec = None
+    try:
+        if mode == "system" and not cross:
+            which, why = "system", "--toolchain system"
+        else:
+            if plat is None:
+                raise ToolchainError("registry CUDA toolchains exist for Linux hosts only")
+            major = cuda_major or benv_mod.default_cuda_major(
+                targets.min_cuda, min(e.number for e in targets.arch_entries))
+            spec = benv_mod.make_spec(major, plat, DEFAULT_BUILD_REQUIRES, python=python)
+            cached = benv_mod.cached_env(settings.cache_dir, spec)
+            which, why = benv_mod.choose(mode, offline=settings.offline,
+                                         cached=cached is not None, wheelhouse=False,
+                                         system_nvcc=system_nvcc, cross=cross)
+    except ToolchainError as exc:
+        choice = Check("toolchain", False, True, detail=f"{exc.what} ({exc.why})"
+                       if exc.why else exc.what, fix=exc.next_step or "")
+        return _host_checks(python, plat, choice)
+    if which == "system":
+        choice = Check("toolchain", True, True, "system",
+                       detail=f"system CUDA toolkit ({system_nvcc or 'no nvcc found'}): {why}")
+        return check_toolchain(targets, python=python, build_requires=DEFAULT_BUILD_REQUIRES,
+                               choice=choice)
+    pins = ", ".join(spec.cuda_host + spec.cuda_target)
+    cached = benv_mod.cached_env(settings.cache_dir, spec)
+    if cached is not None:
+        choice = Check("toolchain", True, True, "pypi",
+                       detail=f"registry packages for {spec.target.name} ({why}): "
+                              f"{cached.root}; {pins}")
+        return check_toolchain(targets, python=python, build_requires=DEFAULT_BUILD_REQUIRES,
+                               buildenv=cached, platform_=plat, choice=choice)
+    choice = Check("toolchain", True, True, "pypi",
+                   detail=f"registry packages for {spec.target.name} ({why}); not made yet: "
+                          f"the first build makes {settings.cache_dir}/buildenv/{spec.name} "
+                          f"from {pins}, {', '.join(spec.tools)}")
+    return _host_checks(python, plat, choice)
+
+
+def _host_checks(python, plat, choice):
+    """The choice line and what the host itself must have (compilers, BLAS,
+    the target's Python headers); the rest comes with the registry environment."""
+    host_only = check_toolchain(parse_targets("cpu"), python=python, platform_=plat,
+                                choice=choice)
+    kept = tuple(c for c in host_only.checks if c.name not in _SUPPLIED)
+    return dataclasses.replace(host_only, checks=kept)
 
 
 @click.command("doctor")
@@ -28,29 +91,41 @@ def default_target() -> str:
               help="Target to check (default: metal on macOS, cuda where nvcc is, else cpu).")
 @click.option("--python", "python", default=None,
               help="Build Python (default: the one running mlx-builder).")
+@click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
+              show_default=True, help="As for `build`: pypi, system or auto.")
+@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
+              help="CUDA major of the registry toolchain.")
+@click.option("--platform", "platform_name", default=None,
+              help="Target platform (linux-x86_64, linux-aarch64); default this host's.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
-def command(settings, target_spec, python, as_json) -> None:
-    """Check compilers, CUDA/cuDNN or Xcode, CMake, Ninja and the build Python."""
-    targets = parse_targets(target_spec or default_target())
-    tc = check_toolchain(targets, python=python or sys.executable,
-                         build_requires=DEFAULT_BUILD_REQUIRES)
-    checks = [c if c.name != "build-python" or settings.offline
+def command(settings, target_spec, python, toolchain, cuda_major, platform_name,
+            as_json) -> None:
+    """Check compilers, CUDA/cuDNN or Xcode, CMake, Ninja and the build Python,
+    and say which CUDA toolchain a build will use and why."""
+    targets = parse_targets(target_spec or ("cuda" if platform_name else default_target()))
+    plat = parse_platform(platform_name) or host_platform()
+    tc = plan_checks(settings, targets, python or sys.executable, toolchain,
+                     int(cuda_major) if cuda_major else None, plat)
+    registry = any(c.name == "toolchain" and c.version == "pypi" for c in tc.checks)
+    checks = [c if c.name != "build-python" or settings.offline or registry
               else dataclasses.replace(c, required=False) for c in tc.checks]
     tc = dataclasses.replace(tc, checks=tuple(checks))
+    title = f"toolchain for {targets.spec}" + (f" on {plat.name}" if plat else "")
     if as_json:
-        click.echo(json.dumps({"target": targets.spec, "ok": tc.ok,
+        click.echo(json.dumps({"target": targets.spec, "platform": plat.name if plat else None,
+                               "ok": tc.ok,
                                "checks": [dataclasses.asdict(c) for c in checks],
                                "env": dict(tc.env), "cmake_args": list(tc.cmake_args)},
                               indent=2))
     else:
-        table = Table("check", "status", "version", "detail", title=f"toolchain for {targets.spec}")
+        table = Table("check", "status", "version", "detail", title=title)
         style = {"ok": "green", "warn": "yellow", "FAIL": "bold red"}
         for c in checks:
             detail = c.detail + (f"\n→ {c.fix}" if c.fix and not c.ok else "")
             table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.version or "", detail)
         console.print(table)
-        if not settings.offline:
+        if not settings.offline and not registry:
             console.print("build-python is required only for offline builds "
                           "(--offline or --from-bundle use --no-build-isolation)", markup=False)
     tc.require()

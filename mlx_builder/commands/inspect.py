@@ -26,6 +26,11 @@ def describe_manifest(m: dict) -> list[str]:
     if code:
         lines.append(f"gpu code:  SASS {', '.join(code.get('sass', []))}; PTX "
                      f"{', '.join(code.get('ptx', [])) or '-'} (checked with {code.get('method')})")
+    plat = m.get("platform") or {}
+    if plat:
+        glibc = f"; glibc >= {plat['glibc_min']}" if plat.get("glibc_min") else ""
+        grafted = (f"; grafted {', '.join(plat['grafted'])}" if plat.get("grafted") else "")
+        lines.append(f"platform:  {plat.get('name')} ({plat.get('tag')}{glibc}{grafted})")
     tc = m.get("toolchain", {})
     if tc:
         lines.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(tc.items())))
