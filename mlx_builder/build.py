@@ -80,12 +80,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
-def stage(settings: Settings, plan: SourcePlan) -> Path:
+def stage(settings: Settings, plan: SourcePlan, target: Platform | None = None) -> Path:
     """Where setup.py runs; the version hook installed there."""
     if plan.bundle_sha256:
         staged = plan.src
     else:
-        staged = build_folder(settings, plan) / "src"
+        staged = build_folder(settings, plan, target) / "src"
         staged.mkdir(parents=True, exist_ok=True)
         with locks.tree_lock(settings, plan.src):
             _copy_tree(plan.src, staged)
@@ -93,12 +93,16 @@ def stage(settings: Settings, plan: SourcePlan) -> Path:
     return staged
 
 
-def build_folder(settings: Settings, plan: SourcePlan) -> Path:
+def build_folder(settings: Settings, plan: SourcePlan, target: Platform | None = None) -> Path:
     """The folder a build writes (and locks): the bundle's unpack folder, or
-    ``<work>/builds/<label>``."""
+    ``<work>/builds/<label>``, ``<label>-<machine>`` for a cross build (the
+    host's and the target's builds of one label never share a CMake tree)."""
     if plan.bundle_sha256:
         return plan.src.parent
-    return settings.worktrees_dir / "builds" / _slug(plan.label)
+    host = host_platform()
+    suffix = f"-{target.machine}" if target is not None and host is not None \
+        and target != host else ""
+    return settings.worktrees_dir / "builds" / (_slug(plan.label) + suffix)
 
 
 def _copy_tree(source: Path, staged: Path) -> None:
@@ -234,7 +238,7 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
              target_platform: Platform | None = None) -> Prepared:
     targets = plan.targets
     python = python or sys.executable
-    staged = stage(settings, plan)
+    staged = stage(settings, plan, target_platform)
     runner = StepRunner(settings.logs_dir / f"build-{time.strftime('%Y%m%d-%H%M%S')}"
                         f"-{_slug(targets.tag)}")
     isolate = (not (settings.offline or from_bundle)) if isolation is None else isolation
@@ -361,7 +365,7 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
     it); ``target_platform`` other than the host's cross-builds."""
     start = time.monotonic()
     plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
-    with locks.build_lock(settings, build_folder(settings, plan)):
+    with locks.build_lock(settings, build_folder(settings, plan, target_platform)):
         p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args,
                      toolchain=toolchain, cuda_major=cuda_major,
                      target_platform=target_platform)
@@ -412,7 +416,7 @@ def configure_only(settings: Settings, source: Any, targets: TargetSet | None, *
     """Run only CMake's configure step, with the arguments setup.py would pass:
     proves that every dependency resolves offline. Returns the build dir."""
     plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
-    with locks.build_lock(settings, build_folder(settings, plan)):
+    with locks.build_lock(settings, build_folder(settings, plan, target_platform)):
         p = _prepare(settings, plan, from_bundle, python, False, extra_cmake_args,
                      check_python=False, toolchain=toolchain, cuda_major=cuda_major,
                      target_platform=target_platform)

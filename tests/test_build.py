@@ -298,3 +298,21 @@ def test_a_cross_build_is_for_cuda_targets(tmp_path):
         build_mod.build_wheel(settings, src, parse_targets("cpu"), tmp_path / "dist",
                               target_platform=other)
     assert not (tmp_path / "dist").exists()
+
+
+def test_a_cross_build_never_shares_the_host_build_folder(tmp_path):
+    """The host's and the target's builds of one label each get their own
+    folder (one CMake tree and setuptools output each), and the host's
+    platform named explicitly is the host build."""
+    from mlx_builder.buildenv import PLATFORMS, host_platform
+    host = host_platform()
+    if host is None:
+        pytest.skip("Linux only")
+    other = next(p for p in PLATFORMS.values() if p != host)
+    settings = Settings(cache_dir=tmp_path / "cache")
+    plan = plan_for(tmp_path / "mlx", "cuda-sm121")
+    native = build_mod.build_folder(settings, plan)
+    assert build_mod.build_folder(settings, plan, host) == native
+    cross = build_mod.build_folder(settings, plan, other)
+    assert cross != native and cross.name == f"{native.name}-{other.machine}"
+    assert cross.parent == native.parent
