@@ -71,7 +71,7 @@ int encode_maps(const void* q, const void* k, const void* v,
 
 // For an array mask, MLX's launcher first builds the tile liveness map with
 // kernel_mask_tile_liveness; the harness does the same, in a scratch buffer.
-template <typename Traits, typename T>
+template <typename Traits, typename M>
 int launch_liveness(
     const void* mask,
     uint8_t** live,
@@ -87,9 +87,9 @@ int launch_liveness(
     return 4;
   }
   int z = lp.slices < 65535 ? lp.slices : 65535;
-  attn::kernel_mask_tile_liveness<T, Traits::BM, Traits::BN>
+  attn::kernel_mask_tile_liveness<M, Traits::BM, Traits::BN>
       <<<dim3(lp.num_k_tiles, lp.num_q_tiles, z), attn::kLivenessThreads, 0,
-         stream>>>(static_cast<const T*>(mask), *live, lp);
+         stream>>>(static_cast<const M*>(mask), *live, lp);
   return 0;
 }
 
@@ -130,8 +130,9 @@ int launch_typed(
     }
   }
   uint8_t* live = nullptr;
-  if constexpr (M == attn::MaskKind::kArray) {
-    if (int rc = launch_liveness<Traits, T>(mask, &live, p, stream)) {
+  if constexpr (attn::is_array_mask(M)) {
+    if (int rc = launch_liveness<Traits, attn::MaskElement<T, M>>(
+            mask, &live, p, stream)) {
       return rc;
     }
   }
@@ -140,7 +141,7 @@ int launch_typed(
       static_cast<const T*>(q),
       static_cast<const T*>(k),
       static_cast<const T*>(v),
-      static_cast<const T*>(mask),
+      mask,
       live,
       static_cast<const T*>(sinks),
       static_cast<T*>(o),
@@ -169,6 +170,9 @@ int launch_mask(int mask_kind, const void* q, const void* k, const void* v,
           q, k, v, mask, sinks, o, p, s);
     case 2:
       return launch_typed<Traits, T, attn::MaskKind::kArray>(
+          q, k, v, mask, sinks, o, p, s);
+    case 3:
+      return launch_typed<Traits, T, attn::MaskKind::kBool>(
           q, k, v, mask, sinks, o, p, s);
     default:
       return 10;
@@ -376,8 +380,14 @@ int launch_decode_typed(const void* q, const void* k, const void* v,
                         cudaStream_t s) {
   using Traits = attn::DecodeTraitsFor<D, ROWS>;
   dim3 grid(p.num_splits * p.row_groups, p.H / p.gqa_factor, p.B);
-  attn::kernel_sdpa_decode_split<T, Traits, CAUSAL>
-      <<<grid, Traits::THREADS, Traits::kSmemBytes, s>>>(
+  auto kernel = attn::kernel_sdpa_decode_split<T, Traits, CAUSAL>;
+  cudaError_t attr = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  if (attr != cudaSuccess) {
+    std::fprintf(stderr, "decode smem attribute: %s\n", cudaGetErrorString(attr));
+    return 2;
+  }
+  kernel<<<grid, Traits::THREADS, Traits::kSmemBytes, s>>>(
           static_cast<const T*>(q), static_cast<const T*>(k),
           static_cast<const T*>(v), static_cast<const T*>(sinks),
           static_cast<T*>(o), partial_o,

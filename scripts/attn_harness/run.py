@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_LIB = HERE / "build" / "libattn_harness.so"
 
 MASKS = ("none", "causal", "additive", "bool")
-MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 2}
+# "bool" passes a torch.bool mask, read by the kernel as it is (MaskKind::kBool).
+MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 3}
 # small / large / hopper: the configurations MLX uses (hopper: wgmma, sm_90a
 # only); cand2 / cand3 / cand5 ... cand8: candidate tilings compiled only into
 # the harness (see Candidates in harness.cu).
@@ -144,11 +145,11 @@ def make_inputs(case: Case, seed: int):
         else:
             keep = keep | (torch.rand(shape, generator=g, device="cuda") < 0.1)
         if case.mask == "bool":
-            add = torch.where(keep, 0.0, float("-inf"))
+            add = keep.expand(shape).contiguous()
         else:
             add = torch.where(keep, torch.randn(shape, generator=g,
                                                 device="cuda"), float("-inf"))
-        add = add.to(dt)
+            add = add.to(dt)
         if case.mask_slices == "per_head":
             mask = add
         else:
@@ -177,6 +178,8 @@ def reference(q, k, v, scale, mask_kind, mask, sinks, chunk=1024):
             sc = sc.masked_fill(ki > qi, float("-inf"))
         elif mask_kind == 2:
             sc = sc + mask[:, :, s0:s1].double()
+        elif mask_kind == 3:
+            sc = sc.masked_fill(~mask[:, :, s0:s1], float("-inf"))
         if sinks is not None:
             sk = sinks.double()[None, :, None, None].expand(B, H, s1 - s0, 1)
             sc = torch.cat([sk, sc], dim=-1)
@@ -330,9 +333,12 @@ def bench(args: argparse.Namespace) -> int:
                 W = args.window
                 pos = torch.arange(L, device="cuda")
                 keep = (pos[None] <= pos[:, None]) & (pos[None] > pos[:, None] - W)
-                mask = torch.where(keep, 0.0, float("-inf")).to(dt)
+                if args.bool_mask:
+                    mask, mask_kind = keep, 3      # one byte per pair
+                else:
+                    mask = torch.where(keep, 0.0, float("-inf")).to(dt)
+                    mask_kind = 2
                 mask = mask[None, None].expand(1, H, L, L)
-                mask_kind = 2
                 flops = 4 * H * D * int(keep.sum().item())
                 row["window"] = W
                 del keep
@@ -405,6 +411,9 @@ def main() -> int:
     r.add_argument("--window", type=int,
                    help="time a sliding-window array mask of this width "
                         "instead of the causal mask (harness kernels only)")
+    r.add_argument("--bool-mask", action="store_true",
+                   help="with --window: pass the window as a boolean mask "
+                        "(one byte per pair) instead of an additive one")
     r.add_argument("--hkv", type=int, default=16,
                    help="KV heads (32 query heads; gemma-4's global layers: 4)")
     r.add_argument("--q-len", type=int,

@@ -146,3 +146,33 @@ def test_issue6_bound_at_32k(D, record_property):
                          ids=["D256-L131072", "D512-L65536"])
 def test_issue6_long_completes(D, L, record_property):
     _bound_check(D, L, record_property)
+
+
+# Patch 0052: the tiled kernel reads a boolean mask as it comes.
+WINDOW = 1024                  # gemma's sliding window
+BOOL_MASK_L = 32768
+
+
+@pytest.mark.skipif(FALLBACK_FORCED, reason="the fused paths are off")
+@pytest.mark.parametrize("D", [256, 512], ids=lambda d: f"D{d}")
+def test_a_boolean_window_mask_costs_nothing_of_its_size(D, record_property):
+    """mlx-lm's [L, L] boolean window mask (1 byte per pair, the caller's
+    and counted in the inputs) is read as it is: the call adds the output,
+    the output of the fully-masked-row fix and O(L), not an additive copy
+    of the mask (2 bytes per pair: 2 GiB at 32k)."""
+    L = BOOL_MASK_L
+    _warm_up()
+    pos = mx.arange(L)
+    mask = (pos[:, None] >= pos[None, :]) & (pos[:, None] < pos[None, :] + WINDOW)
+    mx.eval(mask)
+    r = measure_prefill_peak(mx, L, D, Hq=HQ, Hkv=HKV, mask=mask)
+    del mask
+    mx.clear_cache()
+    assert r["status"] == "ok", r
+    additive_bytes = 2 * L * L
+    bound = int(2.25 * r["out_bytes"]) + 64 * MIB
+    record_property(f"bool_mask_peak_extra_mib_D{D}", round(r["peak_extra"] / MIB, 1))
+    print(f"D={D} L={L} bool window mask: peak extra {r['peak_extra'] / MIB:.1f} MiB "
+          f"(bound {bound / MIB:.1f} MiB; an additive copy alone would be "
+          f"{additive_bytes / MIB:.0f} MiB)")
+    assert r["peak_extra"] <= bound
