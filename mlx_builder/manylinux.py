@@ -153,7 +153,7 @@ def _restore_rpaths(wheel: Path, before: dict[str, list[str]]) -> list[str]:
             zipfile.ZipFile(wheel) as zf:
         infos = zf.infolist()
         grafted = [i.filename.split("/")[-1] for i in infos
-                   if re.match(r"[^/]+\.libs/", i.filename)]
+                   if re.match(r"[^/]+\.libs/", i.filename) and not i.is_dir()]
         changed: dict[str, bytes] = {}
         for info in infos:
             want = _outside_entries(before.get(info.filename, []))

@@ -108,3 +108,15 @@ def test_a_missing_library_fails_with_the_log(tmp_path):
 def test_elf_readers_on_other_bytes():
     assert elf_rpaths(b"not an elf") is None and elf_machine(b"#!/bin/sh") is None
     assert PLATFORMS["linux-aarch64"].wheel_tag == "linux_aarch64"
+
+
+def test_grafted_names_skip_the_folder_entry(tmp_path):
+    """auditwheel's wheel lists `mlx.libs/` itself: the grafted names are
+    the files in it, no empty name for the folder."""
+    from mlx_builder.manylinux import _restore_rpaths
+    wheel = tmp_path / "w-1.0-cp312-cp312-manylinux_2_35_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("mlx.libs/"), b"")
+        zf.writestr("mlx.libs/libopenblas-1234.so", b"\x7fELF not really")
+        zf.writestr("mlx/__init__.py", b"")
+    assert _restore_rpaths(wheel, {}) == ["libopenblas-1234.so"]
