@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import os
 import platform
 import re
@@ -115,9 +116,14 @@ def _copy_tree(source: Path, staged: Path) -> None:
             os.symlink(os.readlink(src), dst)
             continue
         st = src.stat()
-        if dst.is_file() and (dst.stat().st_size, int(dst.stat().st_mtime)) == \
-                (st.st_size, int(st.st_mtime)) and rel != "setup.py":
-            continue
+        if dst.is_file() and not dst.is_symlink() and rel != "setup.py":
+            dt = dst.stat()
+            if dt.st_size == st.st_size and (int(dt.st_mtime) == int(st.st_mtime)
+                                             or filecmp.cmp(src, dst, shallow=False)):
+                # Same bytes: keep the staged file and its time, so a series
+                # applied again (every patched file re-stamped) rebuilds
+                # nothing and a kernel edit rebuilds only what includes it.
+                continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
 

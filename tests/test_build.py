@@ -316,3 +316,23 @@ def test_a_cross_build_never_shares_the_host_build_folder(tmp_path):
     cross = build_mod.build_folder(settings, plan, other)
     assert cross != native and cross.name == f"{native.name}-{other.machine}"
     assert cross.parent == native.parent
+
+
+def test_stage_keeps_files_whose_bytes_did_not_change(tmp_path):
+    """A series applied again re-stamps every patched file: the staged copy
+    keeps those whose bytes are the same (and their times, so Ninja rebuilds
+    nothing), and takes a same-sized edit."""
+    src = fake_mlx(tmp_path / "mlx")
+    settings = Settings(cache_dir=tmp_path / "cache")
+    kernel = src / "python/mlx/__init__.py"
+    kernel.write_text("kernel = 1\n")
+    staged = build_mod.stage(settings, plan_for(src, "cpu"))
+    copy = staged / "python/mlx/__init__.py"
+    os.utime(copy, (1_000_000_000, 1_000_000_000))
+    os.utime(kernel, (2_000_000_000, 2_000_000_000))        # re-stamped, same bytes
+    build_mod.stage(settings, plan_for(src, "cpu"))
+    assert copy.stat().st_mtime == 1_000_000_000
+    kernel.write_text("kernel = 2\n")                        # same size, new bytes
+    os.utime(kernel, (2_000_000_100, 2_000_000_100))
+    build_mod.stage(settings, plan_for(src, "cpu"))
+    assert copy.read_text() == "kernel = 2\n" and copy.stat().st_mtime == 2_000_000_100
