@@ -206,8 +206,14 @@ def load_settings(env: Mapping[str, str] | None = None,
                   **overrides: Any) -> Settings:
     """Settings from defaults, then config file, then environment, then options."""
     env = os.environ if env is None else env
-    explicit = config_path or (Path(env["MLX_BUILDER_CONFIG"]).expanduser()
-                               if env.get("MLX_BUILDER_CONFIG") else None)
+    explicit = config_path
+    if explicit is None and env.get("MLX_BUILDER_CONFIG"):
+        try:
+            explicit = Path(env["MLX_BUILDER_CONFIG"]).expanduser()
+        except RuntimeError as exc:  # "~user" of a user that does not exist
+            raise ConfigError(
+                f"MLX_BUILDER_CONFIG={env['MLX_BUILDER_CONFIG']!r}: its ~ does not expand",
+                str(exc), "name the config file by a full path") from None
     path = explicit or _default_config_path()
     merged: dict[str, Any] = {}
     if path.exists() and not path.is_dir():

@@ -81,3 +81,9 @@ def test_dep_env_var_is_what_load_settings_reads(tmp_path):
     s = load_settings(env={name: "/src/robin-map.git"},
                       config_path=None)
     assert dict(s.dep_sources) == {"robin_map": "/src/robin-map.git"}
+
+
+def test_a_config_path_whose_tilde_does_not_expand_is_a_config_error():
+    with pytest.raises(ConfigError, match="does not expand") as exc:
+        load_settings(env={"MLX_BUILDER_CONFIG": "~no-such-user-mlxb/config.toml"})
+    assert exc.value.next_step and exc.value.exit_code == 10
