@@ -40,7 +40,7 @@ from packaging.version import Version
 
 from mlx_builder import buildenv as benv_mod
 from mlx_builder import locks
-from mlx_builder.buildenv import BuildEnv, Platform, host_platform
+from mlx_builder.buildenv import BuildEnv, Platform, cross_target, host_platform
 from mlx_builder.bundle import SourcePlan, open_bundle, plan_from_tree, tree_files
 from mlx_builder.cross import toolchain_file
 from mlx_builder.deps import setup_py_defines
@@ -100,9 +100,8 @@ def build_folder(settings: Settings, plan: SourcePlan, target: Platform | None =
     host's and the target's builds of one label never share a CMake tree)."""
     if plan.bundle_sha256:
         return plan.src.parent
-    host = host_platform()
-    suffix = f"-{target.machine}" if target is not None and host is not None \
-        and target != host else ""
+    cross_to = cross_target(target)
+    suffix = f"-{cross_to.machine}" if cross_to else ""
     return settings.worktrees_dir / "builds" / (_slug(plan.label) + suffix)
 
 
@@ -249,9 +248,8 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
                         f"-{_slug(targets.tag)}")
     isolate = (not (settings.offline or from_bundle)) if isolation is None else isolation
     requires = None if isolate or not check_python else read_build_requires(staged)
-    host = host_platform()
-    plat = target_platform or host
-    cross_to = plat if plat is not None and host is not None and plat != host else None
+    plat = target_platform or host_platform()
+    cross_to = cross_target(plat)
     if cross_to is not None and targets.backend != "cuda":
         raise BuildError(f"cross builds for {cross_to.name} are made for CUDA targets",
                          f"target {targets.spec}", "pick a cuda-sm target")
@@ -291,8 +289,7 @@ def resolve_toolchain(settings: Settings, targets: TargetSet, plan: SourcePlan, 
                       ) -> tuple[BuildEnv | None, Check]:
     """The registry build environment (made or read from the cache) or None
     for the system toolkit, and the doctor/build line that says which and why."""
-    host = host_platform()
-    cross = plat is not None and host is not None and plat != host
+    cross = cross_target(plat) is not None
     system_nvcc = find_nvcc(os.environ)
     if mode == "system" and not cross:
         return None, Check("toolchain", True, True, "system",

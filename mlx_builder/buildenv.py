@@ -83,6 +83,13 @@ def host_platform(machine: str | None = None, system: str | None = None) -> Plat
     return PLATFORMS.get(name)
 
 
+def cross_target(target: Platform | None) -> Platform | None:
+    """``target`` when building for it is a cross build from this host, else
+    None (no target named, the host's own platform, or a host without one)."""
+    host = host_platform()
+    return target if target is not None and host is not None and target != host else None
+
+
 def parse_platform(text: str | None) -> Platform | None:
     """``--platform``: linux-x86_64 or linux-aarch64 (arm64/aarch64 accepted);
     None means the host's."""

@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from mlx_builder.cudatools import (CudaLibs, check_cuda_libs, check_cudnn, check_cuobjdump,
                                    check_nccl, check_nvcc, find_nvcc)
-from mlx_builder.buildenv import BuildEnv, Platform, host_platform
+from mlx_builder.buildenv import BuildEnv, Platform, cross_target
 from mlx_builder.cross import (TargetPython, check_cross_compiler, check_target_blas,
                                check_target_python)
 from mlx_builder.errors import ToolchainError
@@ -309,9 +309,7 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
     tools: dict[str, str] = {}
     out_env: dict[str, str] = {}
     lib_dirs: list[str] = []
-    host = host_platform()
-    cross_to = platform_ if platform_ is not None and host is not None \
-        and platform_.name != host.name else None
+    cross_to = cross_target(platform_)
     cross = cross_to is not None
     if buildenv is not None:
         benv = buildenv.env(env.get("PATH"))

@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 
 from mlx_builder import buildenv as benv_mod
-from mlx_builder.buildenv import TOOLCHAIN_MODES, host_platform, parse_platform
+from mlx_builder.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
 from mlx_builder.console import console
 from mlx_builder.errors import ToolchainError
 from mlx_builder.probe import Check
@@ -33,8 +33,7 @@ def default_target() -> str:
 
 def plan_checks(settings, targets, python, mode, cuda_major, plat):
     """The checks a build of ``targets`` would make, with the toolchain line first."""
-    host = host_platform()
-    cross = plat is not None and host is not None and plat != host
+    cross = cross_target(plat) is not None
     if targets.backend != "cuda":
         return check_toolchain(targets, python=python, build_requires=DEFAULT_BUILD_REQUIRES,
                                platform_=plat)

@@ -326,7 +326,7 @@ def bench(args: argparse.Namespace) -> int:
             scale = 1 / math.sqrt(D)
             row = {"D": D, "L": L, "qL": qL, "Hkv": Hkv,
                    "one_block_per_sm": args.one_block_per_sm}
-            mask_kind, mask = 1, None
+            mask_kind, mask = MASK_KIND["causal"], None
             if args.window:
                 # gemma's sliding-window layers: an additive [L, L] mask
                 # broadcast over heads; FLOPs count the visible pairs.
@@ -334,10 +334,10 @@ def bench(args: argparse.Namespace) -> int:
                 pos = torch.arange(L, device="cuda")
                 keep = (pos[None] <= pos[:, None]) & (pos[None] > pos[:, None] - W)
                 if args.bool_mask:
-                    mask, mask_kind = keep, 3      # one byte per pair
+                    mask, mask_kind = keep, MASK_KIND["bool"]   # one byte per pair
                 else:
                     mask = torch.where(keep, 0.0, float("-inf")).to(dt)
-                    mask_kind = 2
+                    mask_kind = MASK_KIND["additive"]
                 mask = mask[None, None].expand(1, H, L, L)
                 flops = 4 * H * D * int(keep.sum().item())
                 row["window"] = W
