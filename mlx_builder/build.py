@@ -2,8 +2,10 @@
 
 1. Plan the sources: a prepared work tree (or a ref, prepared here) plus the
    dependency cache, or an unpacked bundle.
-2. Stage them: a tree is copied to ``<work>/builds/<label>/src`` (the work
-   tree stays clean; ``build/`` there persists, so a rebuild is incremental);
+2. Stage them: a tree is copied to ``<work>/builds/<commit>.<target>/src``
+   (the work tree stays clean; the folder is shared by every patch series
+   built on that upstream commit for that target and ``build/`` there
+   persists, so a rebuild after a kernel edit recompiles what includes it);
    a bundle builds where it was unpacked. The staged setup.py gets the version
    hook (mlxtree.py).
 3. Check the toolchain (toolchain.py) and, without build isolation, that the
@@ -96,17 +98,35 @@ def stage(settings: Settings, plan: SourcePlan, target: Platform | None = None) 
 
 def build_folder(settings: Settings, plan: SourcePlan, target: Platform | None = None) -> Path:
     """The folder a build writes (and locks): the bundle's unpack folder, or
-    ``<work>/builds/<label>``, ``<label>-<machine>`` for a cross build (the
-    host's and the target's builds of one label never share a CMake tree)."""
+    ``<work>/builds/<version>_<commit12>.<target>``, with ``-<machine>`` for a
+    cross build (the host's and the target's builds never share a CMake tree).
+    The patch series is not part of the name: a kernel edit makes a new
+    series hash, and its build reuses the CMake tree of the last one, so Ninja
+    recompiles only what the edit touches."""
     if plan.bundle_sha256:
         return plan.src.parent
     cross_to = cross_target(target)
     suffix = f"-{cross_to.machine}" if cross_to else ""
-    return settings.worktrees_dir / "builds" / (_slug(plan.label) + suffix)
+    prov = plan.provenance
+    name = f"{prov.upstream_version}_{prov.upstream_commit[:12]}.{plan.targets.tag}"
+    return settings.worktrees_dir / "builds" / (_slug(name) + suffix)
+
+
+# The files the last staging copied, beside the staged tree: what a later
+# staging removes when its tree no longer has them (a patch dropped from the
+# series), without touching what the build itself writes there.
+STAGED_LIST = "staged-files.txt"
 
 
 def _copy_tree(source: Path, staged: Path) -> None:
-    for rel in tree_files(source):
+    files = tree_files(source)
+    listing = staged.parent / STAGED_LIST
+    if listing.is_file():
+        for rel in set(listing.read_text().splitlines()) - set(files):
+            gone = staged / rel
+            if gone.is_symlink() or gone.is_file():
+                gone.unlink()
+    for rel in files:
         src, dst = source / rel, staged / rel
         if src.is_symlink():
             if dst.is_symlink() or dst.exists():
@@ -125,6 +145,9 @@ def _copy_tree(source: Path, staged: Path) -> None:
                 continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
+    tmp = listing.with_suffix(".tmp")
+    tmp.write_text("".join(f"{rel}\n" for rel in files))
+    os.replace(tmp, listing)
 
 
 # ----------------------------------------------------------------- environment

@@ -318,6 +318,45 @@ def test_a_cross_build_never_shares_the_host_build_folder(tmp_path):
     assert cross.parent == native.parent
 
 
+def test_every_series_of_one_commit_and_target_shares_a_build_folder(tmp_path):
+    """A kernel edit gives the series a new hash (a new label); its build
+    reuses the CMake tree of the last one. Another target, or another
+    upstream commit, gets its own."""
+    import dataclasses
+    settings = Settings(cache_dir=tmp_path / "cache")
+    plan = plan_for(tmp_path / "mlx", "cuda-sm121")
+    edited = dataclasses.replace(PROV, patch_set_hash="f" * 64)
+    assert make_label(edited, plan.targets.tag) != plan.label
+    again = SourcePlan(plan.src, plan.targets, edited, DepsPlan(()),
+                       make_label(edited, plan.targets.tag))
+    assert build_mod.build_folder(settings, again) == build_mod.build_folder(settings, plan)
+    assert build_mod.build_folder(settings, plan_for(tmp_path / "mlx", "cuda-sm90")) \
+        != build_mod.build_folder(settings, plan)
+    other = dataclasses.replace(PROV, upstream_commit="0" * 40)
+    moved = SourcePlan(plan.src, plan.targets, other, DepsPlan(()),
+                       make_label(other, plan.targets.tag))
+    assert build_mod.build_folder(settings, moved) != build_mod.build_folder(settings, plan)
+
+
+def test_stage_removes_what_the_tree_no_longer_has(tmp_path):
+    """A file the last staging copied and the tree has dropped (a patch that
+    added it left the series) goes; what the build wrote there stays."""
+    src = fake_mlx(tmp_path / "mlx", git_repo=False)
+    settings = Settings(cache_dir=tmp_path / "cache")
+    added = src / "mlx/backend/cuda/extra_kernel.cu"
+    added.parent.mkdir(parents=True, exist_ok=True)
+    added.write_text("// added by a patch\n")
+    staged = build_mod.stage(settings, plan_for(src, "cpu"))
+    assert (staged / "mlx/backend/cuda/extra_kernel.cu").is_file()
+    written = staged / "python/mlx/generated_by_the_build.txt"
+    written.parent.mkdir(parents=True, exist_ok=True)
+    written.write_text("x")
+    added.unlink()
+    build_mod.stage(settings, plan_for(src, "cpu"))
+    assert not (staged / "mlx/backend/cuda/extra_kernel.cu").exists()
+    assert written.read_text() == "x"
+
+
 def test_stage_keeps_files_whose_bytes_did_not_change(tmp_path):
     """A series applied again re-stamps every patched file: the staged copy
     keeps those whose bytes are the same (and their times, so Ninja rebuilds

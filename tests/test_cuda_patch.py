@@ -164,9 +164,18 @@ def test_unknown_head_dim_is_rejected(harness_lib):
 @pytest.mark.nvcc
 def test_decode_rows_per_block_and_splits(harness_lib):
     rows = harness_lib.harness_decode_max_rows
-    # Registers bound the query rows a CTA holds: 8 up to head_dim 256, 4 at 512.
-    assert [rows(d) for d in (192, 256, 512)] == [8, 8, 4]
-    assert rows(160) == -1
+    simt, mma = 0, 1
+    # Registers bound the query rows a scalar CTA holds: 8 up to head_dim
+    # 256, 4 at 512; the tensor-core kernel holds one n = 8 tile.
+    assert [rows(simt, d) for d in (192, 256, 512)] == [8, 8, 4]
+    assert [rows(mma, d) for d in (192, 256, 512)] == [8, 8, 8]
+    assert rows(simt, 160) == -1
+    # Both kernels fit the 99 KB of a block on sm_86/89/120/121.
+    smem = harness_lib.harness_decode_smem_bytes
+    for kind in (simt, mma):
+        for d in (192, 256, 512):
+            assert 0 < smem(kind, d) <= SMALL_LIMIT, (kind, d, smem(kind, d))
+    assert smem(mma, 160) == -1
     splits = harness_lib.harness_decode_effective_splits
     assert splits(4097, 7) == 7      # 586 keys each, the last chunk ragged
     assert splits(10, 7) == 5        # 2 keys each: fewer, non-empty chunks

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Drive the split-K decode attention kernel outside MLX.
 
-    python scripts/attn_harness/decode.py check [--quick] [--seed N] [--json OUT]
-    python scripts/attn_harness/decode.py bench [--dims ...] [--lengths ...]
+    python scripts/attn_harness/decode.py check [--kernel simt|mma] [--quick] [--seed N] [--json OUT]
+    python scripts/attn_harness/decode.py bench [--kernels simt mma] [--dims ...] [--lengths ...]
 
 Uses the library `run.py build` makes (harness.cu compiles the decode header
 of the patched tree too). `check` compares against the float64 reference of
 run.py on fresh random inputs: qL 1-3, kL 1 to 131072, head dims 192/256/512,
 GQA 1/2/8, causal or not, sinks, one split / the launcher's split count / an
 odd split count. `bench` reports time and the bandwidth of reading K and V.
+Two pass-1 kernels: "simt" (scalar multiply-adds, kernel_sdpa_decode_split)
+and "mma" (tensor cores, query rows of a KV head as the n side,
+kernel_sdpa_decode_mma).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import DEFAULT_LIB, TOLERANCE, _time, reference  # noqa: E402
 
 # Mirrors the split choice of scaled_dot_product_attention_decode.cu.
-CTAS_PER_SM = 4
+CTAS_PER_SM = {"simt": 4, "mma": 1}
 MIN_KEYS_PER_SPLIT = 256
 MAX_SPLITS = 1024
+KERNELS = {"simt": 0, "mma": 1}  # harness.cu's kDecodeSimt / kDecodeMma
 
 
 @dataclass
@@ -47,15 +51,18 @@ class DecodeCase:
 
 
 class DecodeKernel:
-    def __init__(self, lib_path: Path) -> None:
+    def __init__(self, lib_path: Path, kind: str = "simt") -> None:
+        self.name = kind
+        self.kind = KERNELS[kind]
         self.lib = ctypes.CDLL(str(lib_path))
         f = self.lib.harness_sdpa_decode
         f.restype = ctypes.c_int
         ll_p = ctypes.POINTER(ctypes.c_longlong)
-        f.argtypes = ([ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 +
+        f.argtypes = ([ctypes.c_int] * 4 + [ctypes.c_void_p] * 7 +
                       [ctypes.c_int] * 6 + [ctypes.c_float] + [ll_p] * 4 +
                       [ctypes.c_void_p])
         self.lib.harness_decode_max_rows.restype = ctypes.c_int
+        self.lib.harness_decode_max_rows.argtypes = [ctypes.c_int, ctypes.c_int]
         self.lib.harness_decode_effective_splits.restype = ctypes.c_int
         self.scratch = None
 
@@ -63,9 +70,9 @@ class DecodeKernel:
         import torch
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         rows = gqa * qL
-        per_cta = min(rows, self.lib.harness_decode_max_rows(D))
+        per_cta = min(rows, self.lib.harness_decode_max_rows(self.kind, D))
         groups = -(-rows // per_cta)
-        splits = -(-sms * CTAS_PER_SM // (B * Hkv * groups))
+        splits = -(-sms * CTAS_PER_SM[self.name] // (B * Hkv * groups))
         splits = min(splits, -(-kL // MIN_KEYS_PER_SPLIT))
         return max(1, min(splits, MAX_SPLITS))
 
@@ -84,7 +91,7 @@ class DecodeKernel:
             return (ctypes.c_longlong * 3)(*t.stride()[:3])
         dtype = {torch.float16: 0, torch.bfloat16: 1}[q.dtype]
         rc = self.lib.harness_sdpa_decode(
-            D, dtype, int(causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            self.kind, D, dtype, int(causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             sinks.data_ptr() if sinks is not None else None, o.data_ptr(),
             po.data_ptr(), ps.data_ptr(), B, H, qL, kL, H // k.shape[1],
             splits, scale, strides(q), strides(k), strides(v), strides(o),
@@ -141,12 +148,13 @@ def check_cases(quick: bool) -> list[DecodeCase]:
 
 def check(args: argparse.Namespace) -> int:
     import torch
-    kernel = DecodeKernel(Path(args.lib))
+    kernel = DecodeKernel(Path(args.lib), args.kernel)
     cases = check_cases(args.quick)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     if args.sample:
         cases = random.Random(seed).sample(cases, min(args.sample, len(cases)))
-    print(f"{len(cases)} decode cases, seed {seed}, device {torch.cuda.get_device_name()}")
+    print(f"{len(cases)} decode cases ({args.kernel}), seed {seed}, "
+          f"device {torch.cuda.get_device_name()}")
     results, failed = [], 0
     for i, case in enumerate(cases):
         r = run_case(kernel, case, seed + i)
@@ -160,7 +168,7 @@ def check(args: argparse.Namespace) -> int:
         worst[key] = max(worst.get(key, 0.0), r["rel_err"])
     for key, value in sorted(worst.items()):
         print(f"D={key[0]} {key[1]:8s} worst rel err {value:.2e}")
-    print(f"decode check: {len(results) - failed} passed, {failed} failed")
+    print(f"decode check ({args.kernel}): {len(results) - failed} passed, {failed} failed")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 1 if failed else 0
@@ -168,7 +176,7 @@ def check(args: argparse.Namespace) -> int:
 
 def bench(args: argparse.Namespace) -> int:
     import torch
-    kernel = DecodeKernel(Path(args.lib))
+    kernels = {kind: DecodeKernel(Path(args.lib), kind) for kind in args.kernels}
     rows = []
     H, Hkv = args.heads, args.kv_heads
     for D in args.dims:
@@ -179,20 +187,22 @@ def bench(args: argparse.Namespace) -> int:
             v = torch.randn(1, Hkv, kL, D, device="cuda", dtype=dt)
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
-            auto = kernel.auto_splits(1, Hkv, 1, H // Hkv, D, kL)
-            # --splits: the launcher's count ("auto") and/or fixed counts,
-            # to see where more splits would pay.
-            for choice in args.splits:
-                splits = auto if choice == "auto" else int(choice)
-                ms = _time(lambda: kernel(q, k, v, o, scale=scale,
-                                          causal=False, splits=splits),
-                           warmup=3, iters=20)
-                kv_bytes = 2 * k.numel() * k.element_size()
-                row = {"D": D, "kL": kL, "heads": H, "kv_heads": Hkv,
-                       "splits": splits, "auto": choice == "auto", "ms": ms,
-                       "TB_s": kv_bytes / ms / 1e9}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            for kind, kernel in kernels.items():
+                auto = kernel.auto_splits(1, Hkv, 1, H // Hkv, D, kL)
+                # --splits: the launcher's count ("auto") and/or fixed
+                # counts, to see where more splits would pay.
+                for choice in args.splits:
+                    splits = auto if choice == "auto" else int(choice)
+                    ms = _time(lambda: kernel(q, k, v, o, scale=scale,
+                                              causal=False, splits=splits),
+                               warmup=3, iters=20)
+                    kv_bytes = 2 * k.numel() * k.element_size()
+                    row = {"kernel": kind, "D": D, "kL": kL, "heads": H,
+                           "kv_heads": Hkv, "splits": splits,
+                           "auto": choice == "auto", "ms": ms,
+                           "TB_s": kv_bytes / ms / 1e9}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
             del q, k, v, o
             torch.cuda.empty_cache()
     if args.json:
@@ -206,6 +216,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
     c.add_argument("--lib", default=str(DEFAULT_LIB))
+    c.add_argument("--kernel", choices=sorted(KERNELS), default="simt")
     c.add_argument("--quick", action="store_true")
     c.add_argument("--seed", type=int)
     c.add_argument("--sample", type=int)
@@ -215,6 +226,8 @@ def main() -> int:
     b.add_argument("--dims", type=int, nargs="+", default=[192, 256, 512])
     b.add_argument("--lengths", type=int, nargs="+",
                    default=[4096, 16384, 65536, 131072])
+    b.add_argument("--kernels", nargs="+", choices=sorted(KERNELS),
+                   default=["simt", "mma"])
     b.add_argument("--heads", type=int, default=32)
     b.add_argument("--kv-heads", type=int, default=16)
     b.add_argument("--splits", nargs="+", default=["auto"],

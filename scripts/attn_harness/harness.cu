@@ -373,14 +373,24 @@ extern "C" int harness_smem_bytes(int head_dim, int config) {
 
 namespace {
 
-template <typename T, int D, int ROWS, bool CAUSAL>
+// Which pass-1 kernel: the scalar one or the tensor-core one for GQA.
+constexpr int kDecodeSimt = 0;
+constexpr int kDecodeMma = 1;
+
+template <typename T, typename Traits, bool CAUSAL, bool MMA>
 int launch_decode_typed(const void* q, const void* k, const void* v,
                         const void* sinks, void* o, float* partial_o,
                         float* partial_state, const attn::DecodeParams& p,
                         cudaStream_t s) {
-  using Traits = attn::DecodeTraitsFor<D, ROWS>;
+  constexpr int D = Traits::D;
   dim3 grid(p.num_splits * p.row_groups, p.H / p.gqa_factor, p.B);
-  auto kernel = attn::kernel_sdpa_decode_split<T, Traits, CAUSAL>;
+  auto kernel = [] {
+    if constexpr (MMA) {
+      return attn::kernel_sdpa_decode_mma<T, Traits, CAUSAL>;
+    } else {
+      return attn::kernel_sdpa_decode_split<T, Traits, CAUSAL>;
+    }
+  }();
   cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (attr != cudaSuccess) {
@@ -393,7 +403,8 @@ int launch_decode_typed(const void* q, const void* k, const void* v,
           static_cast<T*>(o), partial_o,
           reinterpret_cast<float2*>(partial_state), p);
   if (p.num_splits > 1) {
-    attn::kernel_sdpa_decode_combine<T, D><<<dim3(p.qL, p.H, p.B), 128, 0, s>>>(
+    attn::kernel_sdpa_decode_combine<T, D><<<
+        dim3(p.qL * attn::combine_parts<D>(), p.H, p.B), attn::kCombineThreads, 0, s>>>(
         partial_o, reinterpret_cast<const float2*>(partial_state),
         static_cast<const T*>(sinks), static_cast<T*>(o), p);
   }
@@ -406,38 +417,42 @@ int launch_decode_typed(const void* q, const void* k, const void* v,
 }
 
 template <typename T, int D, bool CAUSAL>
-int launch_decode_rows(int rows, const void* q, const void* k, const void* v,
-                       const void* sinks, void* o, float* po, float* ps,
-                       const attn::DecodeParams& p, cudaStream_t s) {
+int launch_decode_rows(int kind, int rows, const void* q, const void* k,
+                       const void* v, const void* sinks, void* o, float* po,
+                       float* ps, const attn::DecodeParams& p, cudaStream_t s) {
+  if (kind == kDecodeMma) {
+    using Traits = attn::DecodeMmaTraitsFor<D>;
+    return launch_decode_typed<T, Traits, CAUSAL, true>(q, k, v, sinks, o, po, ps, p, s);
+  }
   constexpr int kMax = attn::DecodeConfig<D>::kMaxRows;
-  if (rows <= 1) return launch_decode_typed<T, D, 1, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
-  if (rows <= 2) return launch_decode_typed<T, D, 2, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
-  if (rows <= 4) return launch_decode_typed<T, D, 4, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+  if (rows <= 1) return launch_decode_typed<T, attn::DecodeTraitsFor<D, 1>, CAUSAL, false>(q, k, v, sinks, o, po, ps, p, s);
+  if (rows <= 2) return launch_decode_typed<T, attn::DecodeTraitsFor<D, 2>, CAUSAL, false>(q, k, v, sinks, o, po, ps, p, s);
+  if (rows <= 4) return launch_decode_typed<T, attn::DecodeTraitsFor<D, 4>, CAUSAL, false>(q, k, v, sinks, o, po, ps, p, s);
   if constexpr (kMax >= 8) {
-    if (rows <= 8) return launch_decode_typed<T, D, 8, CAUSAL>(q, k, v, sinks, o, po, ps, p, s);
+    if (rows <= 8) return launch_decode_typed<T, attn::DecodeTraitsFor<D, 8>, CAUSAL, false>(q, k, v, sinks, o, po, ps, p, s);
   }
   return 14;
 }
 
 template <typename T, int D>
-int launch_decode_causal(bool causal, int rows, const void* q, const void* k,
-                         const void* v, const void* sinks, void* o, float* po,
-                         float* ps, const attn::DecodeParams& p,
-                         cudaStream_t s) {
-  return causal ? launch_decode_rows<T, D, true>(rows, q, k, v, sinks, o, po, ps, p, s)
-                : launch_decode_rows<T, D, false>(rows, q, k, v, sinks, o, po, ps, p, s);
+int launch_decode_causal(int kind, bool causal, int rows, const void* q,
+                         const void* k, const void* v, const void* sinks,
+                         void* o, float* po, float* ps,
+                         const attn::DecodeParams& p, cudaStream_t s) {
+  return causal ? launch_decode_rows<T, D, true>(kind, rows, q, k, v, sinks, o, po, ps, p, s)
+                : launch_decode_rows<T, D, false>(kind, rows, q, k, v, sinks, o, po, ps, p, s);
 }
 
 template <int D>
-int launch_decode_dtype(int dtype, bool causal, int rows, const void* q,
+int launch_decode_dtype(int kind, int dtype, bool causal, int rows, const void* q,
                         const void* k, const void* v, const void* sinks,
                         void* o, float* po, float* ps,
                         const attn::DecodeParams& p, cudaStream_t s) {
   switch (dtype) {
     case kFloat16:
-      return launch_decode_causal<__half, D>(causal, rows, q, k, v, sinks, o, po, ps, p, s);
+      return launch_decode_causal<__half, D>(kind, causal, rows, q, k, v, sinks, o, po, ps, p, s);
     case kBFloat16:
-      return launch_decode_causal<__nv_bfloat16, D>(causal, rows, q, k, v, sinks, o, po, ps, p, s);
+      return launch_decode_causal<__nv_bfloat16, D>(kind, causal, rows, q, k, v, sinks, o, po, ps, p, s);
     default:
       return 11;
   }
@@ -445,8 +460,9 @@ int launch_decode_dtype(int dtype, bool causal, int rows, const void* q,
 
 } // namespace
 
-// Max rows per CTA for a head dim (the launcher's row grouping).
-extern "C" int harness_decode_max_rows(int head_dim) {
+// Max rows per CTA for a head dim and kernel (the launcher's row grouping).
+extern "C" int harness_decode_max_rows(int kind, int head_dim) {
+  if (kind == kDecodeMma) return attn::kDecodeMmaRows;
   switch (head_dim) {
     case 192: return attn::DecodeConfig<192>::kMaxRows;
     case 256: return attn::DecodeConfig<256>::kMaxRows;
@@ -455,8 +471,25 @@ extern "C" int harness_decode_max_rows(int head_dim) {
   }
 }
 
+// Dynamic shared memory of the pass-1 kernel a call would launch.
+extern "C" int harness_decode_smem_bytes(int kind, int head_dim) {
+  switch (head_dim) {
+    case 192:
+      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<192>::kSmemBytes
+                                : attn::DecodeTraitsFor<192, 8>::kSmemBytes;
+    case 256:
+      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<256>::kSmemBytes
+                                : attn::DecodeTraitsFor<256, 8>::kSmemBytes;
+    case 512:
+      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<512>::kSmemBytes
+                                : attn::DecodeTraitsFor<512, 4>::kSmemBytes;
+    default:
+      return -1;
+  }
+}
+
 extern "C" int harness_sdpa_decode(
-    int head_dim, int dtype, int causal, const void* q, const void* k,
+    int kind, int head_dim, int dtype, int causal, const void* q, const void* k,
     const void* v, const void* sinks, void* o, float* partial_o,
     float* partial_state, int B, int H, int qL, int kL, int gqa_factor,
     int num_splits, float scale, const long long* q_strides,
@@ -469,7 +502,7 @@ extern "C" int harness_sdpa_decode(
   p.kL = kL;
   p.gqa_factor = gqa_factor;
   p.rows = gqa_factor * qL;
-  int max_rows = harness_decode_max_rows(head_dim);
+  int max_rows = harness_decode_max_rows(kind, head_dim);
   if (max_rows < 0) return 13;
   p.rows_per_cta = p.rows < max_rows ? p.rows : max_rows;
   p.row_groups = (p.rows + p.rows_per_cta - 1) / p.rows_per_cta;
@@ -485,11 +518,11 @@ extern "C" int harness_sdpa_decode(
   auto s = static_cast<cudaStream_t>(stream);
   switch (head_dim) {
     case 192:
-      return launch_decode_dtype<192>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+      return launch_decode_dtype<192>(kind, dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
     case 256:
-      return launch_decode_dtype<256>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+      return launch_decode_dtype<256>(kind, dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
     case 512:
-      return launch_decode_dtype<512>(dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
+      return launch_decode_dtype<512>(kind, dtype, causal, p.rows_per_cta, q, k, v, sinks, o, partial_o, partial_state, p, s);
     default:
       return 13;
   }
