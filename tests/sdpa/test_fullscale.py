@@ -15,7 +15,8 @@ eval of the cache, then one token whose logits are evaluated.
   budget are recorded and the largest completed length is reported (any
   other error fails: the > 2³¹-element kernels of patch 0050).
 * ``test_chunked``: 2048-token chunks at 32k, 64k and 128k complete; at
-  128k the peak stays <= 39.1 GiB (what the wheels before issue 21 used).
+  128k the weights plus the prefill's own peak stay <= 39.1 GiB (what the
+  wheels before issue 21 used).
 
 Peak memory (GiB) and tok/s land in the JUnit XML as properties. Runs only
 with ``mlx-builder test --parts fullscale`` (not a default part: minutes on
@@ -121,12 +122,17 @@ def test_single_pass_128k(model, record_property):
 
 @pytest.mark.parametrize("L", CHUNKED_LENGTHS, ids=[f"{L // 1024}k" for L in CHUNKED_LENGTHS])
 def test_chunked(model, L, record_property):
-    m, mods, _ = model
+    m, mods, weights = model
     r = prefill(mx, mods, m, L, PREFILL_STEP, vocab=VOCAB)
     _record(record_property, f"chunked{PREFILL_STEP}", r)
     assert r["status"] == "ok", f"chunked prefill at {L} did not complete: {r}"
     assert r["finite"], "non-finite logits"
     if L == 131072:
-        assert r["peak"] <= CHUNKED_128K_PEAK_BYTES, (
-            f"chunked 128k peaked at {r['peak'] / GIB:.2f} GiB, more than the "
-            f"{CHUNKED_128K_PEAK_BYTES / GIB:.1f} GiB measured before issue 21")
+        # The weights plus what the prefill added: whatever an earlier test
+        # left allocated (a failed run's traceback holds its arrays) is not
+        # this prefill's.
+        peak = weights + r["peak_extra"]
+        assert peak <= CHUNKED_128K_PEAK_BYTES, (
+            f"chunked 128k peaked at {peak / GIB:.2f} GiB (weights + the "
+            f"prefill's own), more than the {CHUNKED_128K_PEAK_BYTES / GIB:.1f} "
+            f"GiB measured before issue 21")

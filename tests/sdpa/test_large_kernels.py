@@ -13,7 +13,8 @@ takes the ordinary path).
   (131072 × 21504 → 5376) and the global q_proj (→ 16384, 2³¹ outputs), 4-bit,
   group 64, against dequantize + matmul of the slice's rows; and qmv past
   65535 rows (patch 0051: group 32, K = 544, which only qmv serves);
-* the window mask as mlx-lm builds it (broadcast compare, and), exact;
+* the window mask as mlx-lm builds it (broadcast compare, and), exact, up
+  to [131071, 131071] (patch 0053: a grid past 65535 in y);
 * the geglu that gemma compiles (shapeless mx.compile), a transposing copy
   (attention output to o_proj's rows), rms_norm, rope and softmax on
   2.4·10⁹ elements, and an embedding gather with 2.15·10⁹ outputs.
@@ -183,14 +184,17 @@ def test_qmv_past_65535_rows(record_property):
 
 # Shapes of the other tests (gemma-4 31B at 128k where it has them; 36
 # heads instead of 32 put the [H, L, 512] tensors past 2³¹, not at it).
-MASK_LENGTHS = (49152, 69632)  # N²: 2.4·10⁹ and 4.8·10⁹
+# N²: 2.4·10⁹ and 4.8·10⁹; and the first model call of a 128k single pass
+# (131071 tokens, the last one is the logits' call): an odd N whose shape
+# factors into a grid y of 131071, past CUDA's 65535 (patch 0053).
+MASK_LENGTHS = (49152, 69632, 131071)
 GEGLU_SHAPE = (131072, 21504)  # M, N
 HEADS_SHAPE = (36, 131072, 512)  # H, L, D
 SOFTMAX_SHAPE = (36864, 65536)  # rows, keys
 GATHER_SHAPE = (262144, 5376, 400000)  # vocab, hidden, tokens
 
 
-@pytest.mark.parametrize("N", MASK_LENGTHS, ids=["2.4e9", "4.8e9"])
+@pytest.mark.parametrize("N", MASK_LENGTHS, ids=["2.4e9", "4.8e9", "1.7e10-odd"])
 def test_window_mask_past_2_31(N):
     """mlx-lm's create_causal_mask(N, window_size=1024): a broadcast compare
     ([N, 1] vs [1, N]) and an elementwise and, past 2³¹ and 2³²."""
