@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.apply import prepare_tree
 from mlx_builder.console import console
 from mlx_builder.series import BUILD_TARGETS
 
 
 @click.command("apply")
-@click.option("--mlx", "mlx_ref", required=True,
-              help="MLX version (0.32.1), main, a tag or a commit.")
+@mlx_ref_option(required=True)
 @click.option("--series", "series_name", default=None,
               help="Force a series (default: chosen from patches/index.toml).")
 @click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",

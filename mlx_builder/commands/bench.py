@@ -9,18 +9,9 @@ import click
 
 from mlx_builder.bench import (TORCH_BACKENDS, BenchConfig, BenchOptions, load_result,
                                 parse_variant, report, run_bench)
+from mlx_builder.commands.options import comma_ints, comma_list, known_items
 from mlx_builder.commands.test import newest_wheel, parse_env
 from mlx_builder.errors import ConfigError
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"{text!r} is not a comma list of integers") from None
-    if not values:
-        raise ConfigError("an empty list of sizes")
-    return values
 
 
 @click.command("bench")
@@ -80,17 +71,14 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
         report(load_result(report_json), out_dir)
         return
     wheel = wheel or newest_wheel(Path("dist"))
-    backends = tuple(b.strip() for b in torch_backends.split(",") if b.strip())
-    unknown = [b for b in backends if b not in TORCH_BACKENDS]
-    if unknown:
-        raise ConfigError(f"unknown torch backend(s): {', '.join(unknown)}",
-                          f"known: {', '.join(TORCH_BACKENDS)}")
+    backends = known_items(comma_list(torch_backends), TORCH_BACKENDS, "torch backend")
     try:
         parsed_variants = tuple(parse_variant(v) for v in variants)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    config = BenchConfig(dims=int_list(dims), prefill_lengths=int_list(lengths),
-                         decode_lengths=int_list(decode_lengths), heads=heads,
+    config = BenchConfig(dims=comma_ints(dims, "dims"),
+                         prefill_lengths=comma_ints(lengths, "lengths"),
+                         decode_lengths=comma_ints(decode_lengths, "decode-lengths"), heads=heads,
                          kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
                          queue=queue, torch_backends=backends)
     opts = BenchOptions(

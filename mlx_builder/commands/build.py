@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.build import build_wheel
 from mlx_builder.build import configure_only as configure
 from mlx_builder.buildenv import TOOLCHAIN_MODES, parse_platform
@@ -18,8 +19,7 @@ from mlx_builder.targets import parse_targets
 @click.option("--target", "target_spec", default=None,
               help="cuda-sm80/86/89/90/100/120/121 (comma-combined), cuda "
                    "(upstream's set), cpu or metal. With --from-bundle: the bundle's own.")
-@click.option("--mlx", "mlx_ref", default=None,
-              help="MLX version (0.32.1), main, a tag or a commit.")
+@mlx_ref_option(default=None)
 @click.option("--series", "series_name", default=None, help="Force a patch series.")
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Build this MLX source directory as it is (no series).")

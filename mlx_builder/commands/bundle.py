@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
@@ -15,7 +16,7 @@ from mlx_builder.targets import parse_targets
 @click.command("bundle")
 @click.option("--target", "target_spec", required=True,
               help="Target the bundle is for (its patches and dependencies).")
-@click.option("--mlx", "mlx_ref", default=None, help="MLX version, main, a tag or a commit.")
+@mlx_ref_option(default=None)
 @click.option("--series", "series_name", default=None, help="Force a patch series.")
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Bundle this MLX source directory as it is (no series).")

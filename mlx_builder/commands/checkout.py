@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder import gitops
 from mlx_builder.apply import checkout_clean
 from mlx_builder.console import console
 
 
 @click.command("checkout")
-@click.option("--mlx", "mlx_ref", default=None,
-              help="Create a clean work tree (no patches) at this ref.")
+@mlx_ref_option(default=None, help="Create a clean work tree (no patches) at this ref.")
 @click.option("--dest", type=click.Path(path_type=Path), default=None,
               help="Work tree directory (default: <work dir>/<ref>-clean).")
 @click.pass_obj

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.bundle import prepare
 from mlx_builder.console import console
 from mlx_builder.deps import cache_path, needed, pin, resolve
@@ -17,7 +18,7 @@ from mlx_builder.targets import parse_targets
 
 
 @click.command("deps")
-@click.option("--mlx", "mlx_ref", default=None, help="MLX version, main, a tag or a commit.")
+@mlx_ref_option(default=None)
 @click.option("--series", "series_name", default=None, help="Force a patch series.")
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Read this MLX source directory instead.")

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from mlx_builder.commands.options import comma_list, mlx_ref_option
 from mlx_builder.console import console
 from mlx_builder.errors import RegressionError
 from mlx_builder.nightly import (REPORT_JSON, REPORT_MD, compile_available,
@@ -16,8 +17,8 @@ from mlx_builder.settings import Settings
 
 
 @click.command("nightly")
-@click.option("--mlx", "mlx_ref", default="main", show_default=True,
-              help="Upstream ref to check (fetched first unless --offline).")
+@mlx_ref_option(default="main", show_default=True,
+                help="Upstream ref to check (fetched first unless --offline).")
 @click.option("--targets", default="cuda-sm90,cuda-sm121", show_default=True,
               help="Comma-separated build targets, one wheel each.")
 @click.option("--compile/--no-compile", "do_compile", default=None,
@@ -42,7 +43,7 @@ def command(settings: Settings, mlx_ref: str, targets: str,
     that applied in the previous report now conflicts, or a failed build or
     test), and with --fail-on-conflict on any conflict.
     """
-    wanted = [t.strip() for t in targets.split(",") if t.strip()]
+    wanted = list(comma_list(targets))
     if do_compile is None:
         do_compile = compile_available(wanted)
     report = run_nightly(settings, mlx_ref, wanted, do_compile, report_dir,

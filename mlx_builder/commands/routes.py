@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.commands.bench import int_list
+from mlx_builder.commands.options import comma_ints, comma_list
 from mlx_builder.commands.test import parse_env
 from mlx_builder.console import console, progress
 from mlx_builder.routes import (CASE_TAG, DTYPES, PATH_ENV, PROBE_MASKS, TRACE_ENV, RouteGrid,
@@ -17,10 +17,6 @@ from mlx_builder.routes import (CASE_TAG, DTYPES, PATH_ENV, PROBE_MASKS, TRACE_E
 from mlx_builder.runner import StepRunner
 
 _DEFAULT = RouteGrid()
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def _joined(values: tuple) -> str:
@@ -51,8 +47,9 @@ def command(settings, python, env_pairs, json_out, dims, dtypes, qlens, klens, m
     --python's MLX with the routing trace on and print which path each case
     took (cudnn, tiled, decode, vector, fallback) and why. Needs a CUDA GPU
     and an MLX built with the routing trace."""
-    grid = RouteGrid(dims=int_list(dims), dtypes=_names(dtypes), qlens=int_list(qlens),
-                     klens=int_list(klens), masks=_names(masks))
+    grid = RouteGrid(dims=comma_ints(dims, "dims"), dtypes=comma_list(dtypes),
+                     qlens=comma_ints(qlens, "qlens"), klens=comma_ints(klens, "klens"),
+                     masks=comma_list(masks))
     runner = StepRunner(settings.logs_dir / f"routes-{time.strftime('%Y%m%d-%H%M%S')}")
     with progress("probing SDPA routes", total=grid.case_count()) as (prog, task):
         def seen(line: str) -> None:

@@ -7,6 +7,7 @@ import json
 import click
 from rich.console import Console
 
+from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.console import console
 from mlx_builder.errors import PatchConflictError
 from mlx_builder.series import BUILD_TARGETS
@@ -14,8 +15,8 @@ from mlx_builder.status import render_table, status_report, to_json
 
 
 @click.command("status")
-@click.option("--mlx", "mlx_ref", default=None,
-              help="One MLX ref (default: every series at its base, and main).")
+@mlx_ref_option(default=None,
+                help="One MLX ref (default: every series at its base, and main).")
 @click.option("--series", "series_name", default=None,
               help="Only this series (or force it for --mlx).")
 @click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import comma_list, known_items
 from mlx_builder.errors import ConfigError, WheelError
 from mlx_builder.testing import (DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
                                  run_wheel_tests)
@@ -25,12 +26,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def parse_parts(text: str | None) -> tuple[str, ...]:
     if not text:
         return DEFAULT_PARTS
-    parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in parts if p not in PART_KEYS]
-    if unknown:
-        raise ConfigError(f"unknown test part(s): {', '.join(unknown)}",
-                          f"known parts: {', '.join(PART_KEYS)}")
-    return parts
+    return known_items(comma_list(text), PART_KEYS, "test part")
 
 
 def newest_wheel(folder: Path) -> Path:
