@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 
 class MlxBuilderError(Exception):
-    """An error without a code of its own, such as a failed git command.
+    """An error without a code of its own.
 
     The base class: subclasses set ``exit_code``."""
 
@@ -188,6 +188,13 @@ class BundleError(MlxBuilderError):
     gzip stream) or is not a bundle of a supported shape."""
 
     exit_code = 34
+
+
+class GitError(MlxBuilderError):
+    """A git command that failed (the command, its directory and git's last
+    line of error are named)."""
+
+    exit_code = 35
 
 
 class Terminated(BaseException):

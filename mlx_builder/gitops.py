@@ -21,8 +21,7 @@ import git
 
 from mlx_builder import signals
 from mlx_builder.console import err_console, progress
-from mlx_builder.errors import (DirtyTreeError, FetchError, MlxBuilderError,
-                                RefError)
+from mlx_builder.errors import (DirtyTreeError, FetchError, GitError, RefError)
 from mlx_builder.settings import Settings
 
 # Every commit we create uses this committer, with the patch's author date, so
@@ -89,7 +88,7 @@ def run_git(where: git.Repo | Path | str, *args: str,
     if rc != 0 and signals.pending():
         signals.checkpoint()       # git died of the signal we hold: raise that
     if check and rc != 0:
-        raise MlxBuilderError(
+        raise GitError(
             f"git {' '.join(args[:3])} failed (exit {rc}) in {cwd}",
             (err or out).strip().splitlines()[-1] if (err or out).strip() else "",
             "run the command by hand in that directory to see the full error")

@@ -7,7 +7,7 @@ import pytest
 
 from gitfixture import git
 from mlx_builder import gitops
-from mlx_builder.errors import DirtyTreeError, FetchError, RefError
+from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
 
 
 @pytest.fixture
@@ -142,3 +142,15 @@ def test_format_patch_is_stable(upstream):
     assert "\n-- \n" not in text and " files changed" not in text
     assert gitops.format_patch(repo, upstream.commits["v0.2.0"])[1] == text
     assert gitops.format_patch(repo, "v0.2.0", number=7)[0].startswith("0007-")
+
+
+def test_a_failed_git_command_is_a_git_error_with_its_own_exit_code(tmp_path):
+    """run_git names the command, the directory and git's last error line,
+    and exits with GitError's code, not the catch-all 1."""
+    with pytest.raises(GitError) as info:
+        gitops.run_git(tmp_path, "rev-parse", "--verify", "no-such-ref")
+    err = info.value
+    assert err.exit_code == GitError.exit_code != 1
+    assert "git rev-parse --verify no-such-ref failed" in err.what and str(tmp_path) in err.what
+    assert err.why     # git's own message
+    assert gitops.run_git(tmp_path, "rev-parse", "--verify", "x", check=False).rc != 0
