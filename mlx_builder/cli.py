@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from mlx_builder import __version__, commands, signals
+from mlx_builder import __version__, commands, logs, signals
 from mlx_builder.console import err_console
-from mlx_builder.errors import FileSystemError, MlxBuilderError, Terminated
+from mlx_builder.errors import ConfigError, FileSystemError, MlxBuilderError, Terminated
 from mlx_builder.settings import load_settings
 
 
@@ -53,10 +53,20 @@ def _discover() -> list[click.Command]:
 @click.option("--no-wait", is_flag=True, default=None,
               help="Fail at once (exit 30) when another run holds the work tree, "
                    "build folder or mirror, instead of waiting (env MLX_BUILDER_NO_WAIT=1).")
+@click.option("-v", "--verbose", count=True,
+              help="Log each step and git command (-v), everything (-vv).")
+@click.option("-q", "--quiet", is_flag=True, default=False,
+              help="Print errors only.")
+@click.option("--log-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the whole log, with times, to this file.")
 @click.pass_context
 def cli(ctx: click.Context, mlx_repo, cache_dir, work_dir, patches_dir,
-        config_path, offline, jobs, no_wait) -> None:
+        config_path, offline, jobs, no_wait, verbose, quiet, log_file) -> None:
     """Fork-and-patch builds of Apple MLX for long-context attention."""
+    if verbose and quiet:
+        raise ConfigError("-v and -q together", "they ask for more and less output at once",
+                          "pass one of them")
+    logs.configure(verbose, quiet, log_file)
     ctx.obj = load_settings(
         config_path=config_path, mlx_repo=mlx_repo, cache_dir=cache_dir,
         work_dir=work_dir, patches_dir=patches_dir, offline=offline, jobs=jobs,

@@ -9,6 +9,7 @@ in a throw-away bare repository whose object store borrows (read-only, via
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 import shutil
@@ -23,6 +24,8 @@ from mlx_builder import signals
 from mlx_builder.console import err_console, progress
 from mlx_builder.errors import (DirtyTreeError, FetchError, GitError, RefError)
 from mlx_builder.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 # Every commit we create uses this committer, with the patch's author date, so
 # the same series on the same base always gives the same commit hashes.
@@ -80,6 +83,7 @@ def run_git(where: git.Repo | Path | str, *args: str,
     Output is in the C locale. ``check`` raises on a non-zero exit.
     """
     cwd = repo_dir(where) if isinstance(where, git.Repo) else str(where)
+    logger.debug("git %s (in %s)", " ".join(args), cwd)
     runner = git.Git(cwd)
     rc, out, err = runner.execute(
         ["git", *args], with_extended_output=True, with_exceptions=False,

@@ -7,6 +7,7 @@ path. Long steps can report progress through a callback that sees each line.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from mlx_builder.errors import BuildError, MlxBuilderError
+
+logger = logging.getLogger(__name__)
 
 _ERROR_LINE = re.compile(
     r"(\berror\b|\bError\b|FAILED|fatal:|CMake Error|undefined reference|"
@@ -63,6 +66,7 @@ class StepRunner:
         if env:
             full_env.update(env)
         argv = [str(c) for c in cmd]
+        logger.info("step %s: %s (log %s)", step, " ".join(argv), path)
         start = time.monotonic()
         tail: list[str] = []
         # Line-buffered: the log shows progress while a long step runs.
@@ -93,6 +97,7 @@ class StepRunner:
                     on_line(line.rstrip("\n"))
             rc = proc.wait()
         seconds = time.monotonic() - start
+        logger.info("step %s: exit %d after %.1f s", step, rc, seconds)
         result = StepResult(step, rc, path, seconds, "".join(tail))
         if check and rc != 0:
             full = path.read_text(encoding="utf-8", errors="replace")
