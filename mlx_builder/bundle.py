@@ -49,6 +49,7 @@ from mlx_builder.deps import DepsPlan, ResolvedDep, needed, resolve
 from mlx_builder import locks
 from mlx_builder.errors import (BuildError, BundleError, DepsError, HashMismatchError,
                                 TargetError)
+from mlx_builder.gitops import run_git
 from mlx_builder.manifest import Provenance, make_label, provenance_from_tree
 from mlx_builder.mlxtree import read_build_requires, read_upstream_version
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
@@ -83,10 +84,11 @@ def canonical_url(settings: Settings) -> str:
     repo = settings.mlx_repo
     if re.match(r"^[a-z+]+://|^git@", repo):
         return repo
-    proc = subprocess.run(["git", "-C", repo, "config", "--get", "remote.origin.url"],
-                          capture_output=True, text=True)
-    url = proc.stdout.strip()
-    return url if proc.returncode == 0 and url and not os.path.exists(url) else DEFAULT_MLX_REPO
+    if not os.path.isdir(repo):
+        return DEFAULT_MLX_REPO
+    res = run_git(repo, "config", "--get", "remote.origin.url", check=False)
+    url = res.out.strip()
+    return url if res.rc == 0 and url and not os.path.exists(url) else DEFAULT_MLX_REPO
 
 
 def plan_from_tree(settings: Settings, tree: Any, targets: TargetSet, *,
@@ -97,9 +99,8 @@ def plan_from_tree(settings: Settings, tree: Any, targets: TargetSet, *,
         prov = provenance_from_tree(tree, read_upstream_version(path), canonical_url(settings))
     else:
         path = Path(tree)
-        proc = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"],
-                              capture_output=True, text=True)
-        commit = proc.stdout.strip() if proc.returncode == 0 else "0" * 40
+        res = run_git(path, "rev-parse", "HEAD", check=False)
+        commit = res.out.strip() if res.rc == 0 else "0" * 40
         prov = Provenance(canonical_url(settings), "local-tree", commit,
                           read_upstream_version(path),
                           extra={"note": "built from a source directory, not a series"})
@@ -122,10 +123,10 @@ def prepare(settings: Settings, mlx_ref: str, target_spec: str, *,
 
 def tree_files(root: Path) -> list[str]:
     """Files of an MLX tree: git's tracked + untracked-not-ignored, else a walk."""
-    proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached",
-                           "--others", "--exclude-standard"], capture_output=True)
-    if proc.returncode == 0 and (Path(root) / ".git").exists():
-        names = [n for n in proc.stdout.decode().split("\0") if n]
+    res = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                  check=False, binary=True)
+    if res.rc == 0 and (Path(root) / ".git").exists():
+        names = [n for n in res.out.decode().split("\0") if n]
         return sorted({n for n in names if os.path.lexists(Path(root) / n)})
     out = []
     for dirpath, dirnames, filenames in os.walk(root):

@@ -27,7 +27,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from mlx_builder.archives import (META, content_sha256, download, extract_archiv
 from mlx_builder.cmakeparse import Declaration, effective, evaluate, parse_tree
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
+from mlx_builder.gitops import GitResult, run_git
 from mlx_builder.settings import Settings, dep_env_var
 from mlx_builder.targets import TargetSet
 
@@ -310,26 +310,24 @@ def _git_ref_for(decl: Declaration) -> str:
 
 # ----------------------------------------------------------------- git
 
-def _git(repo: Path, *args: str, check: bool = True, binary: bool = False):
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
-                          text=not binary)
-    if check and proc.returncode != 0:
-        err = proc.stderr if not binary else proc.stderr.decode(errors="replace")
-        raise DepsError(f"git {' '.join(args[:2])} failed in {repo}", err.strip()[:300])
-    return proc
+def _git(repo: Path, *args: str, check: bool = True, binary: bool = False) -> GitResult:
+    res = run_git(repo, *args, check=False, binary=binary)
+    if check and res.rc != 0:
+        raise DepsError(f"git {' '.join(args[:2])} failed in {repo}", res.err.strip()[:300])
+    return res
 
 
 def _is_git(path: Path) -> bool:
-    return _git(path, "rev-parse", "--git-dir", check=False).returncode == 0
+    return _git(path, "rev-parse", "--git-dir", check=False).rc == 0
 
 
 def resolve_commit(repo: Path, ref: str, what: str) -> str:
     cands = [ref, f"refs/tags/{ref}", f"v{ref}", ref[1:] if ref.startswith("v") else None]
     for cand in filter(None, cands):
         proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{cand}^{{commit}}", check=False)
-        if proc.returncode == 0:
-            return proc.stdout.strip()
-    tags = _git(repo, "tag", "--sort=-v:refname", check=False).stdout.split()[:6]
+        if proc.rc == 0:
+            return proc.out.strip()
+    tags = _git(repo, "tag", "--sort=-v:refname", check=False).out.split()[:6]
     raise DepsError(f"{what}: {repo} has no ref {ref!r}",
                     f"its newest tags: {', '.join(tags) or 'none'}",
                     f"name a ref that serves: {dep_env_var(what)}"
@@ -342,11 +340,11 @@ def export_git(settings: Settings, repo: Path, ref: str, out: Path,
     commit = resolve_commit(repo, ref, what)
     paths: list[str] = []
     if keep:
-        top = _git(repo, "ls-tree", "--name-only", commit).stdout.split()
+        top = _git(repo, "ls-tree", "--name-only", commit).out.split()
         paths = [k for k in keep
-                 if _git(repo, "cat-file", "-e", f"{commit}:{k}", check=False).returncode == 0]
+                 if _git(repo, "cat-file", "-e", f"{commit}:{k}", check=False).rc == 0]
         paths += [t for t in top if _LICENSE.match(t)]
-    data = _git(repo, "archive", "--format=tar", commit, "--", *paths, binary=True).stdout
+    data = _git(repo, "archive", "--format=tar", commit, "--", *paths, binary=True).out
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tf:
         safe_extract(tf, out)
@@ -359,11 +357,11 @@ def export_git(settings: Settings, repo: Path, ref: str, out: Path,
 
 def _submodules(repo: Path, commit: str) -> list[tuple[str, str, str]]:
     links = [ln.split(None, 3) for ln in
-             _git(repo, "ls-tree", "-r", commit).stdout.splitlines() if ln.startswith("160000")]
+             _git(repo, "ls-tree", "-r", commit).out.splitlines() if ln.startswith("160000")]
     if not links:
         return []
     cfg = _git(repo, "config", "--blob", f"{commit}:.gitmodules", "--get-regexp",
-               r"submodule\..*\.(path|url)", check=False).stdout.splitlines()
+               r"submodule\..*\.(path|url)", check=False).out.splitlines()
     entries: dict[str, dict[str, str]] = {}
     for line in cfg:
         key, _, value = line.partition(" ")
@@ -401,11 +399,10 @@ def clone_repo(url: str, ref: str | None, dest: Path) -> Path:
     steps = [["init", "-q"], ["fetch", "-q", "--depth", "1", url, ref or "HEAD"],
              ["checkout", "-q", "FETCH_HEAD"]]
     for step in steps:
-        proc = subprocess.run(["git", "-C", str(dest), *step], capture_output=True,
-                              text=True, env=env)
-        if proc.returncode != 0:
+        proc = run_git(dest, *step, env=env, check=False)
+        if proc.rc != 0:
             raise FetchError(f"cannot fetch {url} {ref or ''}".strip(),
-                             proc.stderr.strip()[:300],
+                             proc.err.strip()[:300],
                              "check the network, or name a local source with "
                              "MLX_BUILDER_DEP_<NAME>")
     return dest

@@ -63,7 +63,7 @@ class ResolvedRef:
 @dataclass(frozen=True)
 class GitResult:
     rc: int
-    out: str
+    out: str          # bytes when run_git(..., binary=True)
     err: str
 
     @property
@@ -77,26 +77,34 @@ class GitResult:
 
 def run_git(where: git.Repo | Path | str, *args: str,
             env: Mapping[str, str] | None = None, check: bool = True,
-            strip: bool = True) -> GitResult:
-    """Run ``git args`` in ``where`` (a repo or a directory) via gitpython.
+            strip: bool = True, binary: bool = False) -> GitResult:
+    """Run ``git args`` in ``where`` (a repo or a directory) via gitpython:
+    the one way this tool runs git.
 
-    Output is in the C locale. ``check`` raises on a non-zero exit.
+    Output is in the C locale; ``binary`` keeps stdout as bytes (``git
+    archive``). ``check`` raises GitError on a non-zero exit.
     """
     cwd = repo_dir(where) if isinstance(where, git.Repo) else str(where)
     logger.debug("git %s (in %s)", " ".join(args), cwd)
     runner = git.Git(cwd)
     rc, out, err = runner.execute(
         ["git", *args], with_extended_output=True, with_exceptions=False,
-        env=dict(env or {}), strip_newline_in_stdout=strip)
+        env=dict(env or {}), strip_newline_in_stdout=strip and not binary,
+        stdout_as_string=not binary)
     result = GitResult(rc, out, err)
     if rc != 0 and signals.pending():
         signals.checkpoint()       # git died of the signal we hold: raise that
     if check and rc != 0:
         raise GitError(
             f"git {' '.join(args[:3])} failed (exit {rc}) in {cwd}",
-            (err or out).strip().splitlines()[-1] if (err or out).strip() else "",
+            _last_line(err or ("" if binary else out)),
             "run the command by hand in that directory to see the full error")
     return result
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def repo_dir(repo: git.Repo) -> str:
