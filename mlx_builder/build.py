@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import os
 import platform
 import re
@@ -43,7 +44,7 @@ from packaging.version import Version
 from mlx_builder import buildenv as benv_mod
 from mlx_builder import locks
 from mlx_builder.buildenv import BuildEnv, Platform, cross_target, host_platform
-from mlx_builder.bundle import SourcePlan, open_bundle, plan_from_tree, tree_files
+from mlx_builder.bundle import LOCAL_TREE, SourcePlan, open_bundle, plan_from_tree, tree_files
 from mlx_builder.cross import toolchain_file
 from mlx_builder.deps import setup_py_defines
 from mlx_builder.console import console, err_console, progress
@@ -108,7 +109,13 @@ def build_folder(settings: Settings, plan: SourcePlan, target: Platform | None =
     cross_to = cross_target(target)
     suffix = f"-{cross_to.machine}" if cross_to else ""
     prov = plan.provenance
-    name = f"{prov.upstream_version}_{prov.upstream_commit[:12]}.{plan.targets.tag}"
+    if prov.upstream_ref == LOCAL_TREE:
+        # --source DIR: its commits are the user's, so key by the directory;
+        # an edit there rebuilds in the same tree.
+        where = hashlib.sha256(str(Path(plan.src).resolve()).encode()).hexdigest()[:12]
+        name = f"{prov.upstream_version}_src-{where}.{plan.targets.tag}"
+    else:
+        name = f"{prov.upstream_version}_{prov.upstream_commit[:12]}.{plan.targets.tag}"
     return settings.worktrees_dir / "builds" / (_slug(name) + suffix)
 
 

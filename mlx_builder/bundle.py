@@ -65,6 +65,10 @@ SHA_SUFFIX = ".sha256"
 _PARTS = ("mlx", "deps", WHEELS_DIR, TOOLCHAIN_DIR)
 
 
+# The upstream_ref of a plan built from a source directory as it is (--source).
+LOCAL_TREE = "local-tree"
+
+
 @dataclass(frozen=True)
 class SourcePlan:
     src: Path
@@ -101,7 +105,7 @@ def plan_from_tree(settings: Settings, tree: Any, targets: TargetSet, *,
         path = Path(tree)
         res = run_git(path, "rev-parse", "HEAD", check=False)
         commit = res.out.strip() if res.rc == 0 else "0" * 40
-        prov = Provenance(canonical_url(settings), "local-tree", commit,
+        prov = Provenance(canonical_url(settings), LOCAL_TREE, commit,
                           read_upstream_version(path),
                           extra={"note": "built from a source directory, not a series"})
     deps = resolve(settings, path, targets, refresh=refresh)

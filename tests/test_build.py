@@ -338,6 +338,25 @@ def test_every_series_of_one_commit_and_target_shares_a_build_folder(tmp_path):
     assert build_mod.build_folder(settings, moved) != build_mod.build_folder(settings, plan)
 
 
+def test_a_source_directory_keeps_its_build_folder_across_commits(tmp_path):
+    """--source DIR: the folder is keyed by the directory, so a commit or an
+    edit there rebuilds in the same tree; another directory gets its own."""
+    import dataclasses
+    from mlx_builder.bundle import LOCAL_TREE
+    settings = Settings(cache_dir=tmp_path / "cache")
+    local = dataclasses.replace(PROV, upstream_ref=LOCAL_TREE)
+    targets = parse_targets("cuda-sm121")
+
+    def plan(src, commit):
+        prov = dataclasses.replace(local, upstream_commit=commit)
+        return SourcePlan(src, targets, prov, DepsPlan(()), make_label(prov, targets.tag))
+
+    here = build_mod.build_folder(settings, plan(tmp_path / "mlx", "a" * 40))
+    assert build_mod.build_folder(settings, plan(tmp_path / "mlx", "b" * 40)) == here
+    assert build_mod.build_folder(settings, plan(tmp_path / "other", "a" * 40)) != here
+    assert "src-" in here.name
+
+
 def test_stage_removes_what_the_tree_no_longer_has(tmp_path):
     """A file the last staging copied and the tree has dropped (a patch that
     added it left the series) goes; what the build wrote there stays."""
