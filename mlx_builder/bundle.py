@@ -130,7 +130,7 @@ def tree_files(root: Path) -> list[str]:
     res = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
                   check=False, binary=True)
     if res.rc == 0 and (Path(root) / ".git").exists():
-        names = [n for n in res.out.decode().split("\0") if n]
+        names = [n for n in res.data.decode().split("\0") if n]
         return sorted({n for n in names if os.path.lexists(Path(root) / n)})
     out = []
     for dirpath, dirnames, filenames in os.walk(root):

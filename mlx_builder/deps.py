@@ -344,7 +344,7 @@ def export_git(settings: Settings, repo: Path, ref: str, out: Path,
         paths = [k for k in keep
                  if _git(repo, "cat-file", "-e", f"{commit}:{k}", check=False).rc == 0]
         paths += [t for t in top if _LICENSE.match(t)]
-    data = _git(repo, "archive", "--format=tar", commit, "--", *paths, binary=True).out
+    data = _git(repo, "archive", "--format=tar", commit, "--", *paths, binary=True).data
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tf:
         safe_extract(tf, out)

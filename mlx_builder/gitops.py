@@ -63,8 +63,9 @@ class ResolvedRef:
 @dataclass(frozen=True)
 class GitResult:
     rc: int
-    out: str          # bytes when run_git(..., binary=True)
+    out: str
     err: str
+    data: bytes = b""     # stdout as bytes, for run_git(..., binary=True)
 
     @property
     def ok(self) -> bool:
@@ -91,20 +92,19 @@ def run_git(where: git.Repo | Path | str, *args: str,
         ["git", *args], with_extended_output=True, with_exceptions=False,
         env=dict(env or {}), strip_newline_in_stdout=strip and not binary,
         stdout_as_string=not binary)
-    result = GitResult(rc, out, err)
+    err = _as_text(err)
+    if binary:
+        result = GitResult(rc, "", err, out if isinstance(out, bytes) else b"")
+    else:
+        result = GitResult(rc, _as_text(out), err)
     if rc != 0 and signals.pending():
         signals.checkpoint()       # git died of the signal we hold: raise that
     if check and rc != 0:
         raise GitError(
             f"git {' '.join(args[:3])} failed (exit {rc}) in {cwd}",
-            _last_line(err or ("" if binary else out)),
+            _last_line(err or result.out),
             "run the command by hand in that directory to see the full error")
     return result
-
-
-def _last_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 def repo_dir(repo: git.Repo) -> str:
@@ -226,6 +226,12 @@ def _clone_mirror(url: str, mirror: Path) -> git.Repo:
 def _last_line(text: str | None) -> str:
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
     return lines[-1] if lines else ""
+
+
+def _as_text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value or ""
 
 
 def objects_dir(repo: git.Repo) -> Path:
