@@ -182,13 +182,13 @@ def bench(args: argparse.Namespace) -> int:
     for D in args.dims:
         for kL in args.lengths:
             dt = torch.bfloat16
-            q = torch.randn(1, H, 1, D, device="cuda", dtype=dt)
+            q = torch.randn(1, H, args.q_len, D, device="cuda", dtype=dt)
             k = torch.randn(1, Hkv, kL, D, device="cuda", dtype=dt)
             v = torch.randn(1, Hkv, kL, D, device="cuda", dtype=dt)
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
             for kind, kernel in kernels.items():
-                auto = kernel.auto_splits(1, Hkv, 1, H // Hkv, D, kL)
+                auto = kernel.auto_splits(1, Hkv, args.q_len, H // Hkv, D, kL)
                 # --splits: the launcher's count ("auto") and/or fixed
                 # counts, to see where more splits would pay.
                 for choice in args.splits:
@@ -198,7 +198,7 @@ def bench(args: argparse.Namespace) -> int:
                                warmup=3, iters=20)
                     kv_bytes = 2 * k.numel() * k.element_size()
                     row = {"kernel": kind, "D": D, "kL": kL, "heads": H,
-                           "kv_heads": Hkv, "splits": splits,
+                           "kv_heads": Hkv, "qL": args.q_len, "splits": splits,
                            "auto": choice == "auto", "ms": ms,
                            "TB_s": kv_bytes / ms / 1e9}
                     rows.append(row)
@@ -229,6 +229,7 @@ def main() -> int:
     b.add_argument("--kernels", nargs="+", choices=sorted(KERNELS),
                    default=["simt", "mma"])
     b.add_argument("--heads", type=int, default=32)
+    b.add_argument("--q-len", type=int, default=1, help="queries per head (1-3)")
     b.add_argument("--kv-heads", type=int, default=16)
     b.add_argument("--splits", nargs="+", default=["auto"],
                    help="split counts to time: 'auto' (the launcher's) or N")
