@@ -393,7 +393,8 @@ def _fill_submodule(settings: Settings, sub_path: str, sha: str, url: str,
 
 
 def clone_repo(url: str, ref: str | None, dest: Path) -> Path:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_HTTP_LOW_SPEED_LIMIT": "1000",
+    # Added to the environment by run_git: never prompt, give up on a stalled fetch.
+    env = {"GIT_TERMINAL_PROMPT": "0", "GIT_HTTP_LOW_SPEED_LIMIT": "1000",
            "GIT_HTTP_LOW_SPEED_TIME": "60"}
     dest.mkdir(parents=True, exist_ok=True)
     steps = [["init", "-q"], ["fetch", "-q", "--depth", "1", url, ref or "HEAD"],

@@ -169,7 +169,7 @@ def test_decode_rows_per_block_and_splits(harness_lib):
     # 256, 4 at 512; the tensor-core kernel holds one n = 8 tile.
     assert [rows(simt, d) for d in (192, 256, 512)] == [8, 8, 4]
     assert [rows(mma, d) for d in (192, 256, 512)] == [8, 8, 8]
-    assert rows(simt, 160) == -1
+    assert rows(simt, 160) == -1 and rows(mma, 160) == -1
     # Both kernels fit the 99 KB of a block on sm_86/89/120/121.
     smem = harness_lib.harness_decode_smem_bytes
     for kind in (simt, mma):

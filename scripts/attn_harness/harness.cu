@@ -460,31 +460,40 @@ int launch_decode_dtype(int kind, int dtype, bool causal, int rows, const void* 
 
 } // namespace
 
+namespace {
+
+template <int D>
+int decode_max_rows(int kind) {
+  return kind == kDecodeMma ? attn::kDecodeMmaRows : attn::DecodeConfig<D>::kMaxRows;
+}
+
+template <int D>
+int decode_smem_bytes(int kind) {
+  return kind == kDecodeMma
+      ? attn::DecodeMmaTraitsFor<D>::kSmemBytes
+      : attn::DecodeTraitsFor<D, attn::DecodeConfig<D>::kMaxRows>::kSmemBytes;
+}
+
+} // namespace
+
 // Max rows per CTA for a head dim and kernel (the launcher's row grouping).
 extern "C" int harness_decode_max_rows(int kind, int head_dim) {
-  if (kind == kDecodeMma) return attn::kDecodeMmaRows;
   switch (head_dim) {
-    case 192: return attn::DecodeConfig<192>::kMaxRows;
-    case 256: return attn::DecodeConfig<256>::kMaxRows;
-    case 512: return attn::DecodeConfig<512>::kMaxRows;
+    case 192: return decode_max_rows<192>(kind);
+    case 256: return decode_max_rows<256>(kind);
+    case 512: return decode_max_rows<512>(kind);
     default: return -1;
   }
 }
 
-// Dynamic shared memory of the pass-1 kernel a call would launch.
+// Dynamic shared memory of the pass-1 kernel a call would launch (the
+// scalar one at its largest row count).
 extern "C" int harness_decode_smem_bytes(int kind, int head_dim) {
   switch (head_dim) {
-    case 192:
-      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<192>::kSmemBytes
-                                : attn::DecodeTraitsFor<192, 8>::kSmemBytes;
-    case 256:
-      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<256>::kSmemBytes
-                                : attn::DecodeTraitsFor<256, 8>::kSmemBytes;
-    case 512:
-      return kind == kDecodeMma ? attn::DecodeMmaTraitsFor<512>::kSmemBytes
-                                : attn::DecodeTraitsFor<512, 4>::kSmemBytes;
-    default:
-      return -1;
+    case 192: return decode_smem_bytes<192>(kind);
+    case 256: return decode_smem_bytes<256>(kind);
+    case 512: return decode_smem_bytes<512>(kind);
+    default: return -1;
   }
 }
 
