@@ -96,6 +96,9 @@ int launch_liveness(
 // The GB10 proxy: when set, blocks reserve enough shared memory that a
 // second one cannot fit on a multiprocessor (attn::one_block_smem_bytes).
 bool g_one_block_per_sm = false;
+// Groups each head's query tiles are split into (attn::block_tile); the
+// default gives one tile per group, the order MLX used before.
+int g_q_tile_groups = 1 << 30;
 
 template <typename Traits, typename T, attn::MaskKind M>
 int launch_typed(
@@ -110,6 +113,7 @@ int launch_typed(
   auto kernel = attn::kernel_sdpa_tiled<T, Traits, M>;
   attn::TiledParams p = p_in;
   p.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
+  p.q_tile_group = attn::q_tile_group_size(p.num_q_tiles, g_q_tile_groups);
   int smem = Traits::kSmemBytes;
   if (g_one_block_per_sm) {
     int device = 0, per_sm = 0;
@@ -136,7 +140,7 @@ int launch_typed(
       return rc;
     }
   }
-  dim3 grid(p.H, p.num_q_tiles, p.B); // heads fastest, as MLX launches it
+  dim3 grid = attn::tiled_grid(p);
   kernel<<<grid, Traits::THREADS, smem, stream>>>(
       static_cast<const T*>(q),
       static_cast<const T*>(k),
@@ -196,7 +200,7 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
-// 4 = MLX's wgmma configuration (sm_90a only).
+// 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one.
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -210,6 +214,11 @@ template <int D, int BM, int BN, int WARPS_DV, int SLOTS>
 using RingTraits = attn::TiledTraits<D, BM, BN, WARPS_DV, SLOTS, false,
                                      attn::MmaKind::kWarp,
                                      attn::Pipeline::kRing>;
+// The ring with Q kept in shared memory (read with ldmatrix every step).
+template <int D, int BM, int BN, int WARPS_DV, int SLOTS>
+using RingSmemQTraits = attn::TiledTraits<D, BM, BN, WARPS_DV, SLOTS, false,
+                                          attn::MmaKind::kWarp,
+                                          attn::Pipeline::kRingSmemQ>;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -217,9 +226,9 @@ struct Candidates<192> {
   using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // MLX's small before
   using C3 = void;
   using C5 = RingTraits<192, 128, 32, 1, 3>;
-  using C6 = void;
-  using C7 = void;
-  using C8 = void;
+  using C6 = RingSmemQTraits<192, 128, 64, 1, 3>; // Q in smem, 120 KB (sm_80)
+  using C7 = RingTraits<192, 64, 32, 1, 2>; // 4 warps, 24 KB
+  using C8 = RingSmemQTraits<192, 128, 64, 1, 2>; // Q in smem, 96 KB
 };
 template <>
 struct Candidates<256> {
@@ -227,8 +236,8 @@ struct Candidates<256> {
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
   using C5 = RingTraits<256, 128, 48, 1, 3>; // 72 KB
   using C6 = RingTraits<256, 128, 32, 1, 3>; // 64 KB
-  using C7 = void;
-  using C8 = void;
+  using C7 = RingSmemQTraits<256, 128, 32, 1, 2>; // Q in smem, 96 KB
+  using C8 = RingSmemQTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
 };
 template <>
 struct Candidates<512> {
@@ -236,8 +245,8 @@ struct Candidates<512> {
   using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
   using C5 = RingTraits<512, 64, 32, 2, 3>; // 112 KB
   using C6 = RingTraits<512, 64, 16, 2, 3>; // 72 KB
-  using C7 = void;
-  using C8 = void;
+  using C7 = RingSmemQTraits<512, 64, 32, 2, 2>; // Q in smem, 136 KB (sm_80)
+  using C8 = RingSmemQTraits<512, 64, 16, 2, 3>; // Q in smem, 120 KB (sm_80)
 };
 
 template <typename Traits>
@@ -283,6 +292,9 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 8:
       return launch_or_fail<typename Candidates<D>::C8>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 9:
+      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kMedium>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -348,8 +360,13 @@ int smem_bytes(int config) {
     case 6: return smem_or_fail<typename Candidates<D>::C6>();
     case 7: return smem_or_fail<typename Candidates<D>::C7>();
     case 8: return smem_or_fail<typename Candidates<D>::C8>();
+    case 9: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kMedium>>();
     default: return -1;
   }
+}
+
+extern "C" void harness_set_q_tile_groups(int groups) {
+  g_q_tile_groups = groups;
 }
 
 extern "C" void harness_set_one_block_per_sm(int on) {

@@ -34,11 +34,11 @@ DEFAULT_LIB = HERE / "build" / "libattn_harness.so"
 MASKS = ("none", "causal", "additive", "bool")
 # "bool" passes a torch.bool mask, read by the kernel as it is (MaskKind::kBool).
 MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 3}
-# small / large / hopper: the configurations MLX uses (hopper: wgmma, sm_90a
-# only); cand2 / cand3 / cand5 ... cand8: candidate tilings compiled only into
+# small / medium / large / hopper: the configurations MLX uses (hopper:
+# wgmma, sm_90a only); cand2 / cand3 / cand5 ... cand8: candidate tilings compiled only into
 # the harness (see Candidates in harness.cu).
 CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4,
-           "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8}
+           "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8, "medium": 9}
 NO_CONFIG = 15  # harness return code: no such candidate for this head dim
 TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 
@@ -76,11 +76,14 @@ class Case:
 
 
 class Kernel:
-    def __init__(self, lib_path: Path, one_block_per_sm: bool = False) -> None:
+    def __init__(self, lib_path: Path, one_block_per_sm: bool = False,
+                 q_tile_groups: int = 1 << 30) -> None:
         self.lib = ctypes.CDLL(str(lib_path))
         # The GB10 proxy: a block reserves shared memory so that no second
         # block fits on a multiprocessor (one_block_smem_bytes).
         self.lib.harness_set_one_block_per_sm(int(one_block_per_sm))
+        # The block order: groups of each head's query tiles (attn::block_tile).
+        self.lib.harness_set_q_tile_groups(q_tile_groups)
         f = self.lib.harness_sdpa_tiled
         f.restype = ctypes.c_int
         ll_p = ctypes.POINTER(ctypes.c_longlong)
@@ -251,11 +254,11 @@ def check_cases(quick: bool, configs: list[str]) -> list[Case]:
 
 def check(args: argparse.Namespace) -> int:
     import torch
-    kernel = Kernel(Path(args.lib))
+    kernel = Kernel(Path(args.lib), q_tile_groups=args.q_tile_groups)
     # both: MLX's two mma.sync configurations; all: also the wgmma one
     # (hopper), which needs an sm_90 GPU and a harness built for 90a.
     configs = {"both": ["small", "large"],
-               "all": ["small", "large", "hopper"]}.get(args.config, [args.config])
+               "all": ["small", "medium", "large", "hopper"]}.get(args.config, [args.config])
     cases = [c for c in check_cases(args.quick, configs)
              if args.dims is None or c.D in args.dims]
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -311,7 +314,7 @@ def causal_pairs(qL: int, kL: int) -> int:
 def bench(args: argparse.Namespace) -> int:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    kernel = Kernel(Path(args.lib), args.one_block_per_sm)
+    kernel = Kernel(Path(args.lib), args.one_block_per_sm, args.q_tile_groups)
     rows = []
     H, Hkv = 32, args.hkv
     for D in args.dims:
@@ -325,7 +328,8 @@ def bench(args: argparse.Namespace) -> int:
             o = torch.empty_like(q)
             scale = 1 / math.sqrt(D)
             row = {"D": D, "L": L, "qL": qL, "Hkv": Hkv,
-                   "one_block_per_sm": args.one_block_per_sm}
+                   "one_block_per_sm": args.one_block_per_sm,
+                   "q_tile_groups": args.q_tile_groups}
             mask_kind, mask = MASK_KIND["causal"], None
             if args.window:
                 # gemma's sliding-window layers: an additive [L, L] mask
@@ -396,6 +400,8 @@ def main() -> int:
     c.add_argument("--sample", type=int, help="run N randomly chosen cases")
     c.add_argument("--dims", type=int, nargs="+",
                    help="only these head dims (default: 192 256 512)")
+    c.add_argument("--q-tile-groups", type=int, default=1 << 30,
+                   help="groups each head's query tiles are split into")
     c.add_argument("--json")
     r = sub.add_parser("bench")
     r.add_argument("--lib", default=str(DEFAULT_LIB))
@@ -419,6 +425,10 @@ def main() -> int:
     r.add_argument("--q-len", type=int,
                    help="queries per call against each length's keys "
                         "(mlx-lm's chunked prefill: 2048; default: qL = kL)")
+    r.add_argument("--q-tile-groups", type=int, default=1 << 30,
+                   help="groups each head's query tiles are split into for the "
+                        "block order (MLX: 4; the default, one tile per group, "
+                        "is the order before)")
     r.add_argument("--one-block-per-sm", action="store_true",
                    help="reserve shared memory so one block runs per "
                         "multiprocessor (the GB10 proxy)")
