@@ -34,6 +34,7 @@ KERNEL_SOURCE = re.compile(
 
 # Shared memory per block a configuration may use (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 SMALL_LIMIT = 99 * 1024   # sm_120 / sm_121 (GB10), sm_86, sm_89
+MEDIUM_LIMIT = 163 * 1024  # sm_80, sm_87
 LARGE_LIMIT = 227 * 1024  # sm_90, sm_100
 HEAD_DIMS = (192, 256, 512)
 
@@ -151,6 +152,10 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
     assert 0 < small <= SMALL_LIMIT, f"D={D} small config needs {small} bytes"
     assert 0 < large <= LARGE_LIMIT, f"D={D} large config needs {large} bytes"
     assert small <= large
+    # The sm_80 configuration fits its 163 KB and needs more than the 99 KB
+    # tiles only where it differs from them.
+    medium = harness_lib.harness_smem_bytes(D, 9)
+    assert small <= medium <= MEDIUM_LIMIT, f"D={D} medium config needs {medium} bytes"
     # The wgmma (sm_90a) configuration, alignment slack included.
     hopper = harness_lib.harness_smem_bytes(D, 4)
     assert 0 < hopper <= LARGE_LIMIT, f"D={D} hopper config needs {hopper} bytes"

@@ -226,9 +226,9 @@ struct Candidates<192> {
   using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // MLX's small before
   using C3 = void;
   using C5 = RingTraits<192, 128, 32, 1, 3>;
-  using C6 = RingSmemQTraits<192, 128, 64, 1, 3>; // Q in smem, 120 KB (sm_80)
-  using C7 = RingTraits<192, 64, 32, 1, 2>; // 4 warps, 24 KB
-  using C8 = RingSmemQTraits<192, 128, 64, 1, 2>; // Q in smem, 96 KB
+  using C6 = void;
+  using C7 = void;
+  using C8 = void;
 };
 template <>
 struct Candidates<256> {
@@ -236,7 +236,7 @@ struct Candidates<256> {
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
   using C5 = RingTraits<256, 128, 48, 1, 3>; // 72 KB
   using C6 = RingTraits<256, 128, 32, 1, 3>; // 64 KB
-  using C7 = RingSmemQTraits<256, 128, 32, 1, 2>; // Q in smem, 96 KB
+  using C7 = void;
   using C8 = RingSmemQTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
 };
 template <>
@@ -245,8 +245,8 @@ struct Candidates<512> {
   using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
   using C5 = RingTraits<512, 64, 32, 2, 3>; // 112 KB
   using C6 = RingTraits<512, 64, 16, 2, 3>; // 72 KB
-  using C7 = RingSmemQTraits<512, 64, 32, 2, 2>; // Q in smem, 136 KB (sm_80)
-  using C8 = RingSmemQTraits<512, 64, 16, 2, 3>; // Q in smem, 120 KB (sm_80)
+  using C7 = void;
+  using C8 = void;
 };
 
 template <typename Traits>
