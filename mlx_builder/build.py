@@ -7,7 +7,7 @@
    built on that upstream commit for that target and ``build/`` there
    persists, so a rebuild after a kernel edit recompiles what includes it);
    a bundle builds where it was unpacked. The staged setup.py gets the version
-   hook (mlxtree.py).
+   hook (source/tree.py).
 3. Check the toolchain (toolchain.py) and, without build isolation, that the
    build Python has MLX's [build-system] requirements. Isolation is used
    online; offline (``--offline``, or a bundle) pip builds in the given
@@ -50,8 +50,8 @@ from mlx_builder.deps import setup_py_defines
 from mlx_builder.console import console, err_console, progress
 from mlx_builder.errors import BuildError
 from mlx_builder.manifest import build_manifest, inject
-from mlx_builder.mlxtree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
-                                 install_version_hook, read_build_requires)
+from mlx_builder.source.tree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
+                                     install_version_hook, read_build_requires)
 from mlx_builder.runner import StepRunner
 from mlx_builder.sass import verify_sass
 from mlx_builder.settings import Settings
@@ -74,7 +74,7 @@ def make_plan(settings: Settings, source: Any, targets: TargetSet | None,
     if isinstance(source, (str, Path)) and Path(source).is_dir():
         return plan_from_tree(settings, Path(source), targets)
     if isinstance(source, str):
-        from mlx_builder.apply import prepare_tree
+        from mlx_builder.source.apply import prepare_tree
         source = prepare_tree(settings, source, target=targets.patch_target,
                               tree_name=targets.tag)
     return plan_from_tree(settings, source, targets)

@@ -49,9 +49,9 @@ from mlx_builder.deps import DepsPlan, ResolvedDep, needed, resolve
 from mlx_builder import locks
 from mlx_builder.errors import (BuildError, BundleError, DepsError, HashMismatchError,
                                 TargetError)
-from mlx_builder.gitops import run_git
+from mlx_builder.source.gitops import run_git
 from mlx_builder.manifest import Provenance, make_label, provenance_from_tree
-from mlx_builder.mlxtree import read_build_requires, read_upstream_version
+from mlx_builder.source.tree import read_build_requires, read_upstream_version
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
 from mlx_builder.targets import TargetSet, parse_targets
 
@@ -117,7 +117,7 @@ def prepare(settings: Settings, mlx_ref: str, target_spec: str, *,
     """Parse the target (TargetError before any work), then apply the series
     for its backend; ``cuda`` (upstream's set) is read from the tree."""
     targets = parse_targets(target_spec)
-    from mlx_builder.apply import prepare_tree
+    from mlx_builder.source.apply import prepare_tree
     tree = prepare_tree(settings, mlx_ref, series_name=series_name,
                         target=targets.patch_target, tree_name=targets.tag)
     if targets.spec == "cuda":

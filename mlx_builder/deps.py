@@ -38,7 +38,7 @@ from mlx_builder.archives import (META, content_sha256, download, extract_archiv
 from mlx_builder.cmakeparse import Declaration, effective, evaluate, parse_tree
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
-from mlx_builder.gitops import GitResult, run_git
+from mlx_builder.source.gitops import GitResult, run_git
 from mlx_builder.settings import Settings, dep_env_var
 from mlx_builder.targets import TargetSet
 

@@ -65,7 +65,7 @@ class Provenance:
 
 
 def patch_hash(patches: Iterable[Any]) -> str:
-    from mlx_builder.series import patch_set_hash
+    from mlx_builder.source.series import patch_set_hash
     return patch_set_hash(list(patches))
 
 

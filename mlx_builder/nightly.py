@@ -32,12 +32,13 @@ from typing import Any, Sequence
 
 import git
 
-from mlx_builder import __version__, gitops
-from mlx_builder.apply import prepare_tree
+from mlx_builder import __version__
+from mlx_builder.source import gitops
+from mlx_builder.source.apply import prepare_tree
 from mlx_builder.errors import MlxBuilderError, SeriesError
-from mlx_builder.series import PatchEntry, Series, load_index, parse_patch, select_series
+from mlx_builder.source.series import PatchEntry, Series, load_index, parse_patch, select_series
 from mlx_builder.settings import Settings
-from mlx_builder.status import PatchStatus, series_status
+from mlx_builder.source.status import PatchStatus, series_status
 from mlx_builder.targets import parse_targets
 
 REPORT_JSON = "nightly.json"

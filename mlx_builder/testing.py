@@ -265,7 +265,7 @@ def upstream_commit_of(wheel: Path, override: str | None = None) -> tuple[str | 
 
 def stage_upstream_tests(repo: Any, commit: str, dest: Path) -> Path:
     """Write upstream's test_fast_sdpa.py and mlx_tests.py at ``commit``."""
-    from mlx_builder.gitops import run_git
+    from mlx_builder.source.gitops import run_git
     dest.mkdir(parents=True, exist_ok=True)
     for path in UPSTREAM_TEST_FILES:
         res = run_git(repo, "show", f"{commit}:{path}", check=False, strip=False)
@@ -541,7 +541,7 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
         if commit is None:
             skip["upstream"] = why
         else:
-            from mlx_builder.gitops import ensure_mirror
+            from mlx_builder.source.gitops import ensure_mirror
             try:
                 upstream_test = stage_upstream_tests(ensure_mirror(settings), commit,
                                                      out_dir / "upstream")

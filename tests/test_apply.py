@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitfixture import git, tree_digest
-from mlx_builder.apply import checkout_clean, prepare_tree
+from mlx_builder.source.apply import checkout_clean, prepare_tree
 from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
 
 
@@ -168,7 +168,7 @@ def test_checkout_clean(upstream, tmp_path):
 
 
 def test_failure_while_writing_rolls_back(upstream, tmp_path, monkeypatch):
-    from mlx_builder import apply as apply_mod
+    from mlx_builder.source import apply as apply_mod
 
     settings = upstream.settings()
     tree = prepare_tree(settings, "0.1.0", dest=tmp_path / "wt")

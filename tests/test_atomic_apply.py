@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitfixture import git, tree_digest
-from mlx_builder.apply import JOURNAL, prepare_tree, repair
+from mlx_builder.source.apply import JOURNAL, prepare_tree, repair
 
 REAL_GIT = shutil.which("git")
 # TERM/HUP/INT: the signal arrives while the n-th git command runs.

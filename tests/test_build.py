@@ -18,7 +18,7 @@ from mlx_builder.cli import cli
 from mlx_builder.deps import DepsPlan
 from mlx_builder.errors import BuildError
 from mlx_builder.manifest import Provenance, make_label, read_manifest, verify_record
-from mlx_builder.mlxtree import HOOK_MARK, VERSION_ENV
+from mlx_builder.source.tree import HOOK_MARK, VERSION_ENV
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
 from mlx_builder.toolchain import Check, Toolchain

@@ -12,7 +12,7 @@ import pytest
 from mlx_builder.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
                                 plan_from_tree, read_bundle_json, tree_files, write_bundle)
 from mlx_builder.errors import BundleError, TargetError
-from mlx_builder.series import PatchEntry
+from mlx_builder.source.series import PatchEntry
 from mlx_builder.settings import Settings
 from mlx_builder.targets import parse_targets
 

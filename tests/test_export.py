@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from gitfixture import git, tree_digest
-from mlx_builder.apply import prepare_tree
+from mlx_builder.source.apply import prepare_tree
 from mlx_builder.errors import SeriesError, StaleExportError
-from mlx_builder.export import export_many, export_series
-from mlx_builder.series import load_index
+from mlx_builder.source.export import export_many, export_series
+from mlx_builder.source.series import load_index
 
 
 def _snapshot(directory):

@@ -6,7 +6,7 @@ import git as gitpython
 import pytest
 
 from gitfixture import git
-from mlx_builder import gitops
+from mlx_builder.source import gitops
 from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
 
 

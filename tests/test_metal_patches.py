@@ -28,7 +28,7 @@ PATCHES = Path(__file__).resolve().parents[1] / "patches"
 METAL_NUMBERS = range(1, 10)  # 0001-0009 belong to the Metal patches
 AUTHOR = "mlx-builder <mlx-builder@users.noreply.github.com>"
 BUG_URL = re.compile(r"^https://github\.com/ml-explore/mlx/(pull|issues)/\d+$")
-# Applies-To is derived from the index (mlx_builder.series.applies_to), not
+# Applies-To is derived from the index (mlx_builder.source.series.applies_to), not
 # stored in the files.
 REQUIRED_TRAILERS = ("Origin", "Forwarded", "Bug")
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from mlx_builder.errors import BuildError
-from mlx_builder.mlxtree import (FALLBACK_CUDA_REQUIRES, HOOK_MARK, VERSION_ENV,
-                                 cmake_minimum, cuda_runtime_requirements,
-                                 install_version_hook, read_build_requires,
-                                 read_upstream_version)
+from mlx_builder.source.tree import (FALLBACK_CUDA_REQUIRES, HOOK_MARK, VERSION_ENV,
+                                     cmake_minimum, cuda_runtime_requirements,
+                                     install_version_hook, read_build_requires,
+                                     read_upstream_version)
 
 # Same shape as MLX main's setup.py where it matters.
 SETUP = '''

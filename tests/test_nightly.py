@@ -9,7 +9,7 @@ import git
 import pytest
 from click.testing import CliRunner
 
-from mlx_builder import gitops
+from mlx_builder.source import gitops
 from mlx_builder.cli import cli
 from mlx_builder.errors import RegressionError
 from mlx_builder.install import FAKE_GPU_ENV, detect_host

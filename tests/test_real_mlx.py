@@ -17,11 +17,11 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder import gitops
-from mlx_builder.apply import prepare_tree
-from mlx_builder.series import load_index
+from mlx_builder.source import gitops
+from mlx_builder.source.apply import prepare_tree
+from mlx_builder.source.series import load_index
 from mlx_builder.settings import Settings
-from mlx_builder.status import check_patches
+from mlx_builder.source.status import check_patches
 
 pytestmark = pytest.mark.real_mlx
 PATCHES = Path(__file__).resolve().parent.parent / "patches"

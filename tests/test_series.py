@@ -11,12 +11,12 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlx_builder import gitops
+from mlx_builder.source import gitops
 from mlx_builder.errors import SeriesError, TargetError
-from mlx_builder.series import (applies_to, find_series, load_index,
-                                parse_patch, parse_patch_text, patch_set_hash,
-                                select_series, strip_applies_to,
-                                with_applies_to, write_sums)
+from mlx_builder.source.series import (applies_to, find_series, load_index,
+                                       parse_patch, parse_patch_text, patch_set_hash,
+                                       select_series, strip_applies_to,
+                                       with_applies_to, write_sums)
 
 
 def test_load_index(upstream):

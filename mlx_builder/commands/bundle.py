@@ -54,7 +54,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
                              f"target {targets.spec} needs no CUDA toolchain")
         import dataclasses
         from mlx_builder import buildenv as be
-        from mlx_builder.mlxtree import read_build_requires
+        from mlx_builder.source.tree import read_build_requires
         plat = be.parse_platform(platform_name) or be.host_platform()
         if plat is None:
             raise BuildError("--with-toolchain needs a Linux target platform",

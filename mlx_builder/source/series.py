@@ -417,7 +417,7 @@ def select_series(index: Iterable[Series], resolved, repo) -> Series:
     from a 'main' series' base uses that series (the nearest base wins); a
     branch or commit that does not falls back to its mlx/version.h version.
     """
-    from mlx_builder import gitops  # local: gitops imports settings only
+    from mlx_builder.source import gitops  # local: gitops imports settings only
 
     index = tuple(index)
     by_version = _match_version(index, resolved.version)

@@ -31,14 +31,15 @@ from typing import Callable, TypeVar
 
 import git
 
-from mlx_builder import gitops, locks, signals
+from mlx_builder import locks, signals
+from mlx_builder.source import gitops
 from mlx_builder.console import err_console
 from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
-from mlx_builder.series import (PatchEntry, Series, applies_to, check_target,
-                                find_series, load_index, parse_patch,
-                                select_series, with_applies_to)
+from mlx_builder.source.series import (PatchEntry, Series, applies_to, check_target,
+                                       find_series, load_index, parse_patch,
+                                       select_series, with_applies_to)
 from mlx_builder.settings import Settings
-from mlx_builder.status import PatchStatus, check_patches
+from mlx_builder.source.status import PatchStatus, check_patches
 
 T = TypeVar("T")
 BRANCH_PREFIX = "mlx-builder/"

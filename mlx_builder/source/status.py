@@ -20,10 +20,10 @@ import git
 from rich.markup import escape
 from rich.table import Table
 
-from mlx_builder import gitops
+from mlx_builder.source import gitops
 from mlx_builder.errors import Conflict, SeriesError
-from mlx_builder.series import (PatchEntry, Series, find_series, load_index,
-                                parse_patch, select_series)
+from mlx_builder.source.series import (PatchEntry, Series, find_series, load_index,
+                                       parse_patch, select_series)
 from mlx_builder.settings import Settings
 
 STATES = ("applies", "conflicts", "upstream")
