@@ -39,7 +39,7 @@ from mlx_builder.errors import MlxBuilderError, SeriesError
 from mlx_builder.source.series import PatchEntry, Series, load_index, parse_patch, select_series
 from mlx_builder.settings import Settings
 from mlx_builder.source.status import PatchStatus, series_status
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 REPORT_JSON = "nightly.json"
 REPORT_MD = "nightly.md"
@@ -276,7 +276,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
         tset = parse_targets(target)
         tree = prepare_tree(settings, report.commit, series_name=report.series,
                             target=tset.patch_target, tree_name=tset.tag)
-        from mlx_builder.build import build_wheel  # heavy: only when compiling
+        from mlx_builder.build.wheel import build_wheel  # heavy: only when compiling
         wheel = build_wheel(settings, tree, tset, out_dir)
     except MlxBuilderError as exc:
         return BuildResult(target, "failed", exc.what)

@@ -252,7 +252,7 @@ def upstream_commit_of(wheel: Path, override: str | None = None) -> tuple[str | 
     wheel manifest's upstream_commit."""
     if override:
         return override, ""
-    from mlx_builder.manifest import read_manifest
+    from mlx_builder.build.manifest import read_manifest
     try:
         manifest = read_manifest(wheel)
     except WheelError as exc:

@@ -31,7 +31,7 @@ from packaging.utils import (InvalidWheelFilename, canonicalize_name,
 
 from mlx_builder import __version__
 from mlx_builder.errors import FetchError, WheelError
-from mlx_builder.manifest import read_manifest, verify_record
+from mlx_builder.build.manifest import read_manifest, verify_record
 
 LISTING_NAME = "index.json"
 SIMPLE_DIR = "simple"

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from mlx_builder.archives import META, content_sha256, extract_archive, safe_extract
+from mlx_builder.build.archives import META, content_sha256, extract_archive, safe_extract
 from mlx_builder.errors import DepsError
 
 

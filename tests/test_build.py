@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mlx_builder import build as build_mod
-from mlx_builder.bundle import SourcePlan, file_sha256, plan_from_tree, write_bundle
+from mlx_builder.build import wheel as build_mod
+from mlx_builder.build.bundle import SourcePlan, file_sha256, plan_from_tree, write_bundle
 from mlx_builder.cli import cli
-from mlx_builder.deps import DepsPlan
+from mlx_builder.build.deps import DepsPlan
 from mlx_builder.errors import BuildError
-from mlx_builder.manifest import Provenance, make_label, read_manifest, verify_record
+from mlx_builder.build.manifest import Provenance, make_label, read_manifest, verify_record
 from mlx_builder.source.tree import HOOK_MARK, VERSION_ENV
 from mlx_builder.settings import Settings
-from mlx_builder.targets import parse_targets
-from mlx_builder.toolchain import Check, Toolchain
+from mlx_builder.build.targets import parse_targets
+from mlx_builder.build.toolchain import Check, Toolchain
 
 from test_bundle import dep_repo, fake_mlx
 from test_manifest import fake_wheel
@@ -154,7 +154,7 @@ def no_toolchain(monkeypatch):
 @pytest.fixture
 def no_toolchain_but_python(monkeypatch):
     """Only the real build-Python check (the stand-in project needs no compiler)."""
-    from mlx_builder.toolchain import check_build_requires, check_cmake
+    from mlx_builder.build.toolchain import check_build_requires, check_cmake
 
     def checks(targets, *, python=None, build_requires=None, **_):
         if build_requires is None:
@@ -218,7 +218,7 @@ def test_offline_bundle_build_uses_carried_build_requirements(tmp_path, no_toolc
                                                               monkeypatch):
     """The build Python lacks a build requirement; the bundle carries its wheel."""
     import shutil as _shutil
-    from mlx_builder import bundle as bundle_mod
+    from mlx_builder.build import bundle as bundle_mod
     src = fake_mlx(tmp_path / "mlx")
     (src / "pyproject.toml").write_text('[build-system]\nrequires = ["mlxb-probe-req>=1", "cmake>=3"]\n'
                                         'build-backend = "mlxb_fake_backend"\nbackend-path = ["."]\n')
@@ -243,7 +243,7 @@ def test_offline_bundle_build_uses_carried_build_requirements(tmp_path, no_toolc
 
 
 def _benv(tmp_path: Path, sccache: bool = True):
-    from mlx_builder.buildenv import BuildEnv
+    from mlx_builder.build.buildenv import BuildEnv
     root = tmp_path / "env"
     (root / "venv" / "bin").mkdir(parents=True)
     if sccache:
@@ -265,7 +265,7 @@ def test_sccache_launches_the_compilers_unless_ccache_is_there(tmp_path):
 
 
 def test_registry_toolchain_env_wins_over_the_shell_and_tags_the_target(tmp_path, monkeypatch):
-    from mlx_builder.cross import TargetPython
+    from mlx_builder.build.cross import TargetPython
     monkeypatch.setenv("CUDACXX", "/usr/local/cuda/bin/nvcc")      # the system's
     monkeypatch.delenv("CMAKE_ARGS", raising=False)
     settings = Settings(cache_dir=tmp_path / "cache")
@@ -287,7 +287,7 @@ def test_registry_toolchain_env_wins_over_the_shell_and_tags_the_target(tmp_path
 
 
 def test_a_cross_build_is_for_cuda_targets(tmp_path):
-    from mlx_builder.buildenv import PLATFORMS, host_platform
+    from mlx_builder.build.buildenv import PLATFORMS, host_platform
     if host_platform() is None:
         pytest.skip("Linux only")
     other = next(p for p in PLATFORMS.values() if p != host_platform())
@@ -304,7 +304,7 @@ def test_a_cross_build_never_shares_the_host_build_folder(tmp_path):
     """The host's and the target's builds of one label each get their own
     folder (one CMake tree and setuptools output each), and the host's
     platform named explicitly is the host build."""
-    from mlx_builder.buildenv import PLATFORMS, host_platform
+    from mlx_builder.build.buildenv import PLATFORMS, host_platform
     host = host_platform()
     if host is None:
         pytest.skip("Linux only")
@@ -342,7 +342,7 @@ def test_a_source_directory_keeps_its_build_folder_across_commits(tmp_path):
     """--source DIR: the folder is keyed by the directory, so a commit or an
     edit there rebuilds in the same tree; another directory gets its own."""
     import dataclasses
-    from mlx_builder.bundle import LOCAL_TREE
+    from mlx_builder.build.bundle import LOCAL_TREE
     settings = Settings(cache_dir=tmp_path / "cache")
     local = dataclasses.replace(PROV, upstream_ref=LOCAL_TREE)
     targets = parse_targets("cuda-sm121")

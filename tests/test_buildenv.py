@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder import buildenv as be
+from mlx_builder.build import buildenv as be
 from mlx_builder.errors import ToolchainError
 from mlx_builder.runner import StepRunner
 

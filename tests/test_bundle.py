@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlx_builder.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
-                                plan_from_tree, read_bundle_json, tree_files, write_bundle)
+from mlx_builder.build.bundle import (BUNDLE_JSON, _verify, file_sha256, open_bundle,
+                                      plan_from_tree, read_bundle_json, tree_files, write_bundle)
 from mlx_builder.errors import BundleError, TargetError
 from mlx_builder.source.series import PatchEntry
 from mlx_builder.settings import Settings
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 from gitfixture import git
 
@@ -334,7 +334,7 @@ def test_a_bundle_with_toolchain_carries_the_build_environment_wheels(world, mon
     lists them with the pins, and the unpacked bundle names the folder the
     build provisions from (no network on the node)."""
     import sys
-    from mlx_builder import buildenv as be
+    from mlx_builder.build import buildenv as be
     spec = be.EnvSpec(13, be.PLATFORMS["linux-aarch64"], be.PLATFORMS["linux-aarch64"],
                       sys.executable, "3.12.3", ("ninja==1.13.0",), (),
                       ("nvidia-cuda-nvcc==13.0.88",), ("nvidia-cuda-runtime==13.0.96",))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.cmakeparse import Arg, effective, evaluate, parse_tree, tokenize
+from mlx_builder.build.cmakeparse import Arg, effective, evaluate, parse_tree, tokenize
 
 ROOT = r'''
 cmake_minimum_required(VERSION 3.25)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from mlx_builder.buildenv import PLATFORMS
-from mlx_builder.cross import (check_cross_compiler, check_target_blas, check_target_python,
-                               debian_arch, find_target_python, toolchain_file)
+from mlx_builder.build.buildenv import PLATFORMS
+from mlx_builder.build.cross import (check_cross_compiler, check_target_blas, check_target_python,
+                                     debian_arch, find_target_python, toolchain_file)
 
 ARM = PLATFORMS["linux-aarch64"]
 

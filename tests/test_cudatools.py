@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.cudatools import (CudaLibs, check_cuda_libs, check_nccl, cuda_root,
-                                   driver_functions, make_driver_stub, packaged_cuda_lib)
+from mlx_builder.build.cudatools import (CudaLibs, check_cuda_libs, check_nccl, cuda_root,
+                                         driver_functions, make_driver_stub, packaged_cuda_lib)
 
 from test_toolchain import env_with, nvcc_body, tool
 
@@ -189,7 +189,7 @@ def test_cuda_root_through_a_wrapper_script(tmp_path):
 
 def test_toolkit_target_dirs_follow_the_host(monkeypatch):
     import platform as _platform
-    from mlx_builder import cudatools
+    from mlx_builder.build import cudatools
     monkeypatch.setattr(_platform, "machine", lambda: "aarch64")
     assert cudatools._target_dirs() == ["sbsa-linux", "aarch64-linux"]
     monkeypatch.setattr(_platform, "machine", lambda: "x86_64")

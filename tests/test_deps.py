@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.cmakeparse import Arg, Declaration
-from mlx_builder.deps import (DepsPlan, ResolvedDep, cache_path, disable_switch, fill,
-                              keep_paths, needed, pin, resolve, setup_py_defines)
+from mlx_builder.build.cmakeparse import Arg, Declaration
+from mlx_builder.build.deps import (DepsPlan, ResolvedDep, cache_path, disable_switch, fill,
+                                    keep_paths, needed, pin, resolve, setup_py_defines)
 from mlx_builder.errors import DepsError
 from mlx_builder.settings import Settings
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 from gitfixture import git
 

@@ -275,7 +275,7 @@ def test_pip_runs_in_hash_checking_mode(house, tmp_path):
     assert len(cmds) == 1 and cmds[0][-4:] == ["--require-hashes", "--no-deps", "-r", str(req)]
     assert req.read_text() == f"mlx @ {wheel.resolve().as_uri()} --hash=sha256:{'ab' * 32}\n"
     # a wheel with runtime requirements gets a second call for them
-    from mlx_builder.manifest import inject
+    from mlx_builder.build.manifest import inject
     dep = inject(wheel, tmp_path / "d" / wheel.name, manifest=manifest_for("cpu"),
                  requires=["nvidia-cudnn-cu13==9.*", "pytest; extra == 'dev'"])
     cmds = hashed_pip_commands("py", str(dep), "ab" * 32, "mlx", req)

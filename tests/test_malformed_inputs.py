@@ -94,7 +94,7 @@ def _build_bundle(meta):
 
 def _wheel_manifest(manifest):
     def make(tmp: Path, up) -> list[str]:
-        from mlx_builder.manifest import inject
+        from mlx_builder.build.manifest import inject
         wheel = make_wheel(tmp / "h", "0.32.1+mlxb.cpu")
         inject(wheel, wheel, manifest=manifest)
         return ["inspect", str(wheel)]

@@ -10,11 +10,11 @@ import pytest
 from packaging.version import Version
 
 from mlx_builder.errors import WheelError
-from mlx_builder.manifest import (MANIFEST_PATH, Provenance, build_manifest, inject,
-                                  make_label, parse_label, provenance_from_tree,
-                                  read_manifest, record_hash, verify_record)
+from mlx_builder.build.manifest import (MANIFEST_PATH, Provenance, build_manifest, inject,
+                                        make_label, parse_label, provenance_from_tree,
+                                        read_manifest, record_hash, verify_record)
 from mlx_builder.source.series import PatchEntry, patch_set_hash
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 COMMIT = "846d176227a0ac13d2667e58d2bb68b322109ab0"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.buildenv import PLATFORMS, host_platform
+from mlx_builder.build.buildenv import PLATFORMS, host_platform
 from mlx_builder.errors import WheelError
-from mlx_builder.manifest import record_hash
-from mlx_builder.manylinux import (CUDA_EXCLUDES, elf_machine, elf_rpaths, parse_tag,
-                                   repair)
+from mlx_builder.build.manifest import record_hash
+from mlx_builder.build.manylinux import (CUDA_EXCLUDES, elf_machine, elf_rpaths, parse_tag,
+                                         repair)
 from mlx_builder.runner import StepRunner
 
 pytestmark = pytest.mark.skipif(host_platform() is None or not shutil.which("cc"),
@@ -113,7 +113,7 @@ def test_elf_readers_on_other_bytes():
 def test_grafted_names_skip_the_folder_entry(tmp_path):
     """auditwheel's wheel lists `mlx.libs/` itself: the grafted names are
     the files in it, no empty name for the folder."""
-    from mlx_builder.manylinux import _restore_rpaths
+    from mlx_builder.build.manylinux import _restore_rpaths
     wheel = tmp_path / "w-1.0-cp312-cp312-manylinux_2_35_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(zipfile.ZipInfo("mlx.libs/"), b"")

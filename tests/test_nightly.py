@@ -16,7 +16,7 @@ from mlx_builder.install import FAKE_GPU_ENV, detect_host
 from mlx_builder.nightly import (REPORT_JSON, REPORT_MD, compile_available,
                                  run_nightly, touched_commits, why_not_here)
 from mlx_builder.settings import Settings
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 CHUNKED = "0010-chunked-sdpa-fallback.patch"      # attention.cpp line 20
 CUDA = "0020-cuda-tiled-flash-attention.patch"      # cuda/sdpa.cu line 10

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mlx_builder.errors import BuildError
-from mlx_builder.sass import (FATBIN_MAGIC, elf_section, fatbin_entries, gpu_code,
-                              parse_cuobjdump, verify_sass)
+from mlx_builder.build.sass import (FATBIN_MAGIC, elf_section, fatbin_entries, gpu_code,
+                                    parse_cuobjdump, verify_sass)
 
 CUOBJDUMP_ELF = """
 ELF file    1: libmlx.1.sm_80.cubin

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mlx_builder.errors import TargetError
-from mlx_builder.targets import (UPSTREAM_DEFAULT, ArchEntry, parse_targets,
-                                 upstream_cuda_archs)
+from mlx_builder.build.targets import (UPSTREAM_DEFAULT, ArchEntry, parse_targets,
+                                       upstream_cuda_archs)
 
 NAMED = [("cuda-sm80", "80", "sm_80"), ("cuda-sm86", "86", "sm_86"),
          ("cuda-sm89", "89", "sm_89"), ("cuda-sm90", "90a", "sm_90a"),

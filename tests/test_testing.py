@@ -19,7 +19,7 @@ from rich.console import Console
 from gitfixture import git
 from mlx_builder import errors, testing
 from mlx_builder.junit import parse_junit, skip_reason
-from mlx_builder.manifest import inject
+from mlx_builder.build.manifest import inject
 from mlx_builder.runner import StepRunner
 from mlx_builder.settings import Settings
 

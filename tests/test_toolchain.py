@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from mlx_builder.errors import ToolchainError
-from mlx_builder.targets import parse_targets
-from mlx_builder.toolchain import (Toolchain, check_build_requires, check_cmake,
-                                   check_cudnn, check_cxx, check_nvcc, check_toolchain)
+from mlx_builder.build.targets import parse_targets
+from mlx_builder.build.toolchain import (Toolchain, check_build_requires, check_cmake,
+                                         check_cudnn, check_cxx, check_nvcc, check_toolchain)
 
 
 def tool(bindir: Path, name: str, body: str) -> Path:
@@ -198,7 +198,7 @@ def test_build_pythons_venv_comes_first_on_path(tmp_path):
 
 
 def test_require_raises_with_every_failure():
-    from mlx_builder.toolchain import Check
+    from mlx_builder.build.toolchain import Check
     tc = Toolchain((Check("nvcc", False, True, detail="too old", fix="upgrade"),
                     Check("ninja", False, False, detail="absent"),
                     Check("cmake", True, True, "4.4")))

@@ -294,7 +294,7 @@ def test_release_builds_the_matrix_then_indexes():
 
 
 def test_matrix_targets_parse():
-    targets = pytest.importorskip("mlx_builder.targets",
+    targets = pytest.importorskip("mlx_builder.build.targets",
                                   reason="the targets module has not landed")
     for name in WORKFLOWS:
         for job in load(name)["jobs"].values():

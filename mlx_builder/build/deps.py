@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from mlx_builder.archives import (META, content_sha256, download, extract_archive,
-                                  safe_extract)
-from mlx_builder.cmakeparse import Declaration, effective, evaluate, parse_tree
+from mlx_builder.build.archives import (META, content_sha256, download, extract_archive,
+                                        safe_extract)
+from mlx_builder.build.cmakeparse import Declaration, effective, evaluate, parse_tree
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
 from mlx_builder.source.gitops import GitResult, run_git
 from mlx_builder.settings import Settings, dep_env_var
-from mlx_builder.targets import TargetSet
+from mlx_builder.build.targets import TargetSet
 
 _LICENSE = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)", re.I)
 KEEP_BY_REPO = {

@@ -24,14 +24,14 @@ from typing import Mapping, Sequence
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder.cudatools import (CudaLibs, check_cuda_libs, check_cudnn, check_cuobjdump,
-                                   check_nccl, check_nvcc, find_nvcc)
-from mlx_builder.buildenv import BuildEnv, Platform, cross_target
-from mlx_builder.cross import (TargetPython, check_cross_compiler, check_target_blas,
-                               check_target_python)
+from mlx_builder.build.cudatools import (CudaLibs, check_cuda_libs, check_cudnn, check_cuobjdump,
+                                         check_nccl, check_nvcc, find_nvcc)
+from mlx_builder.build.buildenv import BuildEnv, Platform, cross_target
+from mlx_builder.build.cross import (TargetPython, check_cross_compiler, check_target_blas,
+                                     check_target_python)
 from mlx_builder.errors import ToolchainError
-from mlx_builder.probe import Check, fmt, run, version_tuple, which
-from mlx_builder.targets import TargetSet
+from mlx_builder.build.probe import Check, fmt, run, version_tuple, which
+from mlx_builder.build.targets import TargetSet
 
 MIN_CMAKE = (3, 25)
 # CMake learned nvcc's C++20 dialect (CUDA20, which MLX's CUDA backend uses)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from mlx_builder.buildenv import Platform
+from mlx_builder.build.buildenv import Platform
 from mlx_builder.errors import WheelError
 from mlx_builder.runner import StepRunner
 

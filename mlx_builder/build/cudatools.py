@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Mapping
 
 from mlx_builder.errors import ToolchainError
-from mlx_builder.probe import Check, fmt, run, which
-from mlx_builder.targets import TargetSet
+from mlx_builder.build.probe import Check, fmt, run, which
+from mlx_builder.build.targets import TargetSet
 
 
 def find_nvcc(env: Mapping[str, str]) -> str | None:

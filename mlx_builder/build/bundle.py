@@ -43,17 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from mlx_builder import __version__
-from mlx_builder.archives import content_sha256, safe_extract
+from mlx_builder.build.archives import content_sha256, safe_extract
 from mlx_builder.console import err_console
-from mlx_builder.deps import DepsPlan, ResolvedDep, needed, resolve
+from mlx_builder.build.deps import DepsPlan, ResolvedDep, needed, resolve
 from mlx_builder import locks
 from mlx_builder.errors import (BuildError, BundleError, DepsError, HashMismatchError,
                                 TargetError)
 from mlx_builder.source.gitops import run_git
-from mlx_builder.manifest import Provenance, make_label, provenance_from_tree
+from mlx_builder.build.manifest import Provenance, make_label, provenance_from_tree
 from mlx_builder.source.tree import read_build_requires, read_upstream_version
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
-from mlx_builder.targets import TargetSet, parse_targets
+from mlx_builder.build.targets import TargetSet, parse_targets
 
 BUNDLE_JSON = "bundle.json"
 WHEELS_DIR = "wheels"
@@ -227,7 +227,7 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
         data = _bundle_json(plan)
         data["build_wheels"] = [w.name for w in wheels]
         if toolchain is not None:
-            from mlx_builder.buildenv import download_wheels
+            from mlx_builder.build.buildenv import download_wheels
             from mlx_builder.runner import StepRunner
             runner = StepRunner(settings.logs_dir / f"bundle-toolchain-{os.getpid()}")
             tc_wheels = download_wheels(toolchain, Path(wtmp) / TOOLCHAIN_DIR, runner)

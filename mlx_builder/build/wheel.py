@@ -41,23 +41,23 @@ from typing import Any, Iterable
 
 from packaging.version import Version
 
-from mlx_builder import buildenv as benv_mod
+from mlx_builder.build import buildenv as benv_mod
 from mlx_builder import locks
-from mlx_builder.buildenv import BuildEnv, Platform, cross_target, host_platform
-from mlx_builder.bundle import LOCAL_TREE, SourcePlan, open_bundle, plan_from_tree, tree_files
-from mlx_builder.cross import toolchain_file
-from mlx_builder.deps import setup_py_defines
+from mlx_builder.build.buildenv import BuildEnv, Platform, cross_target, host_platform
+from mlx_builder.build.bundle import LOCAL_TREE, SourcePlan, open_bundle, plan_from_tree, tree_files
+from mlx_builder.build.cross import toolchain_file
+from mlx_builder.build.deps import setup_py_defines
 from mlx_builder.console import console, err_console, progress
 from mlx_builder.errors import BuildError
-from mlx_builder.manifest import build_manifest, inject
+from mlx_builder.build.manifest import build_manifest, inject
 from mlx_builder.source.tree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
                                      install_version_hook, read_build_requires)
 from mlx_builder.runner import StepRunner
-from mlx_builder.sass import verify_sass
+from mlx_builder.build.sass import verify_sass
 from mlx_builder.settings import Settings
-from mlx_builder.targets import TargetSet
-from mlx_builder.probe import Check
-from mlx_builder.toolchain import Toolchain, check_toolchain, find_nvcc
+from mlx_builder.build.targets import TargetSet
+from mlx_builder.build.probe import Check
+from mlx_builder.build.toolchain import Toolchain, check_toolchain, find_nvcc
 
 _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]\s")
 _MAKE = re.compile(r"^\s*\[\s*(\d+)%\]")
@@ -527,7 +527,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
     work_dir = None
     if manylinux and plat is not None and runner is not None and \
             raw.name.endswith(f"-{plat.wheel_tag}.whl"):
-        from mlx_builder.manylinux import repair
+        from mlx_builder.build.manylinux import repair
         work_dir = Path(tempfile.mkdtemp(prefix="mlxb-manylinux-"))
         fixed = repair(raw, work_dir, plat, runner)
         platform_info = fixed.to_json(plat)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from mlx_builder.buildenv import Platform
-from mlx_builder.probe import Check, which
+from mlx_builder.build.buildenv import Platform
+from mlx_builder.build.probe import Check, which
 
 DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
 
