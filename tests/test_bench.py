@@ -1,4 +1,4 @@
-"""mlx_builder.bench, plots and the bench workers, without a GPU or MLX:
+"""mlx_builder.verify.bench, plots and the bench workers, without a GPU or MLX:
 metrics, the JSON-lines protocol, crash recovery, reports and plots. The
 real mlx_worker.py runs against a NumPy stand-in for mlx.core."""
 
@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from mlx_builder import bench, plots
-from mlx_builder.bench_workers import _common
+from mlx_builder.verify import bench, plots
+from mlx_builder.verify.workers import _common
 
 SMALL = bench.BenchConfig(dims=(64, 256), prefill_lengths=(128, 256),
                           decode_lengths=(512,), heads=4, kv_heads=2, warmup=1, iters=2)

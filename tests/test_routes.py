@@ -1,4 +1,4 @@
-"""mlx_builder.routes and `mlx-builder routes`: the probe program, parsing
+"""mlx_builder.verify.routes and `mlx-builder routes`: the probe program, parsing
 trace lines, dedup, the table and JSON, and every error exit code, through
 fake interpreters (scripts that print canned lines) and through the real
 probe run against a stand-in `mlx` package."""
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mlx_builder import errors, routes
+from mlx_builder import errors
+from mlx_builder.verify import routes
 from mlx_builder.cli import main
-from mlx_builder.routes import (ProbeFailure, RouteGrid, RouteRecord, parse_probe_output,
-                                parse_route_line, unique_routes)
+from mlx_builder.verify.routes import (ProbeFailure, RouteGrid, RouteRecord, parse_probe_output,
+                                       parse_route_line, unique_routes)
 
 TILED = ('[mlx-sdpa-route] path=tiled arch=sm_90 dtype=bfloat16 D=256 Dv=256 qL=512 '
          'kL=4096 mask=causal training=0 reason=""')

@@ -1,4 +1,4 @@
-"""mlx_builder.testing and mlx_builder.junit: venv/pip commands, staging,
+"""mlx_builder.verify.testing and mlx_builder.verify.junit: venv/pip commands, staging,
 JUnit parsing, judging parts, the summary, and a whole `mlx-builder test`
 run against a wheel of a stand-in `mlx` package (no GPU, no real MLX)."""
 
@@ -17,8 +17,9 @@ import pytest
 from rich.console import Console
 
 from gitfixture import git
-from mlx_builder import errors, testing
-from mlx_builder.junit import parse_junit, skip_reason
+from mlx_builder import errors
+from mlx_builder.verify import testing
+from mlx_builder.verify.junit import parse_junit, skip_reason
 from mlx_builder.build.manifest import inject
 from mlx_builder.runner import StepRunner
 from mlx_builder.settings import Settings

@@ -1,6 +1,6 @@
 """`mlx-builder bench`: SDPA throughput and memory, one framework per process.
 
-Runs (each a worker subprocess, see bench_workers/): the patched wheel, an
+Runs (each a worker subprocess, see workers/): the patched wheel, an
 unpatched build of the same commit (``--baseline``), optional variants of
 the patched wheel under other environment variables (``--variant``), and
 PyTorch's SDPA backends when a Python with torch and CUDA is found. A worker
@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from mlx_builder.bench_workers._common import RESTART_EXIT
-from mlx_builder.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
+from mlx_builder.verify.workers._common import RESTART_EXIT
+from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
 from mlx_builder.errors import ConfigError
 
-WORKERS = Path(__file__).resolve().parent / "bench_workers"
+WORKERS = Path(__file__).resolve().parent / "workers"
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TORCH_PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
                "'cuda': torch.cuda.is_available()}))")
@@ -72,7 +72,7 @@ class Run:
     python: str
     env: Mapping[str, str] = field(default_factory=dict)
     backends: tuple[str, ...] = ()
-    script_path: Path | None = None  # default: bench_workers/<framework>_worker.py
+    script_path: Path | None = None  # default: workers/<framework>_worker.py
 
     @property
     def script(self) -> Path:
@@ -272,7 +272,7 @@ def markdown_report(result: Mapping[str, Any]) -> str:
 
 def write_outputs(result: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """bench.json, bench.md and the plots (or why there are none)."""
-    from mlx_builder.plots import PlotsUnavailable, make_plots
+    from mlx_builder.verify.plots import PlotsUnavailable, make_plots
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Any] = {"json": out_dir / "bench.json", "markdown": out_dir / "bench.md"}
     paths["json"].write_text(json.dumps(result, indent=2))
@@ -321,7 +321,7 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def wheel_python(runner: Any, wheel: Path, opts: BenchOptions) -> str:
     """A venv with ``wheel`` installed; its Python."""
     import sys
-    from mlx_builder.testing import install_wheel, make_venv
+    from mlx_builder.verify.testing import install_wheel, make_venv
     venv = opts.venv_root / wheel.name.removesuffix(".whl")
     vpy = make_venv(runner, opts.python or sys.executable, venv,
                     system_site_packages=opts.system_site_packages,

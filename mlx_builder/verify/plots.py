@@ -45,7 +45,7 @@ def _length_label(x: float, _pos: Any = None) -> str:
 def series(result: Mapping[str, Any], mode: str, D: int,
            metric: str) -> dict[str, tuple[list[int], list[float], list[str]]]:
     """column -> (x, y, notes) for the points of one panel; x is kL."""
-    from mlx_builder.benchdata import column
+    from mlx_builder.verify.benchdata import column
     out: dict[str, tuple[list[int], list[float], list[str]]] = {}
     for rec in result["records"]:
         if rec["mode"] != mode or rec["D"] != D:
@@ -61,7 +61,7 @@ def series(result: Mapping[str, Any], mode: str, D: int,
 
 def make_plots(result: Mapping[str, Any], out_dir: Path) -> list[Path]:
     """Write the figures that have data; their paths."""
-    from mlx_builder.benchdata import device_and_versions
+    from mlx_builder.verify.benchdata import device_and_versions
     plt = _matplotlib()
     from matplotlib import ticker
     device, versions = device_and_versions(result)
@@ -108,7 +108,7 @@ def make_plots(result: Mapping[str, Any], out_dir: Path) -> list[Path]:
 
 def _speedup_figure(plt: Any, ticker: Any, result: Mapping[str, Any], out_dir: Path,
                     device: str, versions: str) -> Path | None:
-    from mlx_builder.benchdata import speedups
+    from mlx_builder.verify.benchdata import speedups
     panels = [(D, speedups(result, D)) for D in result["config"]["dims"]]
     panels = [(D, lines) for D, lines in panels if lines]
     if not panels:

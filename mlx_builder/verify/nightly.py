@@ -308,7 +308,7 @@ def _run_tests(settings: Settings, wheel: Path, tset,
     reason = why_not_here(tset, detect_host())
     if reason:
         return f"skipped ({reason})", None
-    from mlx_builder.testing import WheelTestOptions, run_wheel_tests
+    from mlx_builder.verify.testing import WheelTestOptions, run_wheel_tests
     opts = WheelTestOptions(out_dir=out_dir,
                             venv_dir=settings.cache_dir / "test-venvs" / wheel.stem,
                             offline=settings.offline)

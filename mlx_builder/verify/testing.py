@@ -32,7 +32,7 @@ from rich.table import Table
 
 from mlx_builder.console import console, progress
 from mlx_builder.errors import FetchError, TestFailureError, WheelError
-from mlx_builder.junit import JUnitReport, parse_junit
+from mlx_builder.verify.junit import JUnitReport, parse_junit
 from mlx_builder.runner import StepRunner
 
 PINNED_MLX_LM = "0.32.2"  # first release with both gemma4_text and qwen3_5
@@ -214,8 +214,8 @@ def gpu_skip_reason(info: Mapping[str, Any]) -> str:
 
 def suite_dir() -> Path:
     """tests/sdpa of this checkout, or the copy bundled into the package."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_sdpa_tests", here.parent / "tests" / "sdpa"):
+    package = Path(__file__).resolve().parents[1]   # mlx_builder/
+    for candidate in (package / "_sdpa_tests", package.parent / "tests" / "sdpa"):
         if (candidate / "test_sdpa_large_head.py").is_file():
             return candidate
     raise TestFailureError(
