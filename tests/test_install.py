@@ -17,11 +17,11 @@ from packaging import tags as ptags
 
 from mlx_builder.cli import cli, main
 from mlx_builder.errors import WheelError
-from mlx_builder.install import (FAKE_GPU_ENV, FAKE_PLATFORM_ENV, choose_wheel,
-                                 cuda_driver_gpus, detect_host, interpreter_tags,
-                                 parse_arch,
-                                 pip_command)
-from mlx_builder.wheelindex import load_listing, write_index
+from mlx_builder.dist.install import (FAKE_GPU_ENV, FAKE_PLATFORM_ENV, choose_wheel,
+                                      cuda_driver_gpus, detect_host, interpreter_tags,
+                                      parse_arch,
+                                      pip_command)
+from mlx_builder.dist.wheelindex import load_listing, write_index
 from test_wheelindex import make_wheel, manifest_for
 
 _T = next(iter(ptags.sys_tags()))
@@ -268,7 +268,7 @@ def test_install_refuses_a_wheel_swapped_after_index(house, tmp_path, capsys):
 
 
 def test_pip_runs_in_hash_checking_mode(house, tmp_path):
-    from mlx_builder.install import hashed_pip_commands
+    from mlx_builder.dist.install import hashed_pip_commands
     wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
     req = tmp_path / "req.txt"
     cmds = hashed_pip_commands("py", str(wheel), "ab" * 32, "mlx", req, ["--no-cache-dir"])
@@ -285,13 +285,13 @@ def test_pip_runs_in_hash_checking_mode(house, tmp_path):
 
 def test_pip_itself_refuses_a_hash_mismatch(house, tmp_path):
     """The file changes between our check and pip's: pip's hash check stops it."""
-    from mlx_builder.install import hashed_pip_commands
+    from mlx_builder.dist.install import hashed_pip_commands
     wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
     cmd = hashed_pip_commands(sys.executable, str(wheel), "0" * 64, "mlx", tmp_path / "r.txt",
                               [f"--target={tmp_path / 'site'}"], offline=True)[0]
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
-    from mlx_builder.install import PIP_HASH_MISMATCH
+    from mlx_builder.dist.install import PIP_HASH_MISMATCH
     assert proc.returncode != 0 and PIP_HASH_MISMATCH in proc.stdout + proc.stderr
 
 

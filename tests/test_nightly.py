@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mlx_builder.source import gitops
 from mlx_builder.cli import cli
 from mlx_builder.errors import RegressionError
-from mlx_builder.install import FAKE_GPU_ENV, detect_host
+from mlx_builder.dist.install import FAKE_GPU_ENV, detect_host
 from mlx_builder.verify.nightly import (REPORT_JSON, REPORT_MD, compile_available,
                                         run_nightly, touched_commits, why_not_here)
 from mlx_builder.settings import Settings

@@ -20,7 +20,7 @@ from mlx_builder.cli import cli
 from mlx_builder.errors import WheelError
 from mlx_builder.build.manifest import Provenance, build_manifest, inject, verify_record
 from mlx_builder.build.targets import parse_targets
-from mlx_builder.wheelindex import load_listing, write_index
+from mlx_builder.dist.wheelindex import load_listing, write_index
 
 HERE_TAG = str(next(iter(ptags.sys_tags())))
 

@@ -288,7 +288,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
 
 def why_not_here(tset, host) -> str | None:
     """Why a wheel for ``tset`` cannot be tested on ``host`` (None: it can)."""
-    from mlx_builder.install import parse_arch
+    from mlx_builder.dist.install import parse_arch
     if tset.backend == "cpu":
         return None
     if tset.backend != host.backend:
@@ -304,7 +304,7 @@ def why_not_here(tset, host) -> str | None:
 def _run_tests(settings: Settings, wheel: Path, tset,
                out_dir: Path) -> tuple[str, bool | None]:
     """`mlx-builder test` on the wheel when a GPU here runs it."""
-    from mlx_builder.install import detect_host
+    from mlx_builder.dist.install import detect_host
     reason = why_not_here(tset, detect_host())
     if reason:
         return f"skipped ({reason})", None
