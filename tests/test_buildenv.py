@@ -13,7 +13,7 @@ import pytest
 
 from mlx_builder.build import buildenv as be
 from mlx_builder.errors import ToolchainError
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 X86, ARM = be.PLATFORMS["linux-x86_64"], be.PLATFORMS["linux-aarch64"]
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from mlx_builder import logs
 from mlx_builder.cli import cli
 from mlx_builder.console import console
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from mlx_builder.errors import WheelError
 from mlx_builder.build.manifest import record_hash
 from mlx_builder.build.manylinux import (CUDA_EXCLUDES, elf_machine, elf_rpaths, parse_tag,
                                          repair)
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 pytestmark = pytest.mark.skipif(host_platform() is None or not shutil.which("cc"),
                                 reason="needs Linux and a C compiler")

@@ -21,7 +21,7 @@ from mlx_builder import errors
 from mlx_builder.verify import testing
 from mlx_builder.verify.junit import parse_junit, skip_reason
 from mlx_builder.build.manifest import inject
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 from mlx_builder.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent

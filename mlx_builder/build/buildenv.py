@@ -42,7 +42,7 @@ from typing import Mapping, Sequence
 from filelock import FileLock
 
 from mlx_builder.errors import ToolchainError
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 # ----------------------------------------------------------------- platforms
 

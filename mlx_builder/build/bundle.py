@@ -228,7 +228,7 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
         data["build_wheels"] = [w.name for w in wheels]
         if toolchain is not None:
             from mlx_builder.build.buildenv import download_wheels
-            from mlx_builder.runner import StepRunner
+            from mlx_builder.process import StepRunner
             runner = StepRunner(settings.logs_dir / f"bundle-toolchain-{os.getpid()}")
             tc_wheels = download_wheels(toolchain, Path(wtmp) / TOOLCHAIN_DIR, runner)
             members += [(f"{top}/{TOOLCHAIN_DIR}/{w.name}", w, None) for w in tc_wheels]

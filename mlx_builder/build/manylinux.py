@@ -24,7 +24,7 @@ from typing import Iterable
 
 from mlx_builder.build.buildenv import Platform
 from mlx_builder.errors import WheelError
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 # Sonames that come from nvidia-* packages or the driver: never grafted.
 CUDA_EXCLUDES: tuple[str, ...] = (

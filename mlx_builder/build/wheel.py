@@ -52,7 +52,7 @@ from mlx_builder.errors import BuildError
 from mlx_builder.build.manifest import build_manifest, inject
 from mlx_builder.source.tree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
                                      install_version_hook, read_build_requires)
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 from mlx_builder.build.sass import verify_sass
 from mlx_builder.settings import Settings
 from mlx_builder.build.targets import TargetSet

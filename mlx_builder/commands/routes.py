@@ -14,7 +14,7 @@ from mlx_builder.commands.test import parse_env
 from mlx_builder.console import console, progress
 from mlx_builder.verify.routes import (CASE_TAG, DTYPES, PATH_ENV, PROBE_MASKS, TRACE_ENV, RouteGrid,
                                        render_table, run_probe)
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 _DEFAULT = RouteGrid()
 

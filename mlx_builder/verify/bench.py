@@ -355,7 +355,7 @@ def plan_runs(runner: Any, wheel: Path, opts: BenchOptions) -> tuple[list[Run], 
 
 def run_bench(wheel: Path, opts: BenchOptions) -> dict[str, Any]:
     from mlx_builder.console import console, progress
-    from mlx_builder.runner import StepRunner
+    from mlx_builder.process import StepRunner
     out_dir = opts.out_dir.resolve()
     runner = StepRunner(out_dir / "logs")
     runs, torch_note = plan_runs(runner, Path(wheel), opts)

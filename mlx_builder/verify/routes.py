@@ -34,7 +34,7 @@ from rich.text import Text
 
 from mlx_builder.errors import (ConfigError, InterpreterError, MlxImportError, NoGpuError,
                                 RouteParseError, RouteProbeError, UnpatchedMlxError)
-from mlx_builder.runner import StepRunner, first_error_line
+from mlx_builder.process import StepRunner, first_error_line
 
 TRACE_ENV = "MLX_CUDA_SDPA_TRACE"
 PATH_ENV = "MLX_CUDA_SDPA_PATH"

@@ -33,7 +33,7 @@ from rich.table import Table
 from mlx_builder.console import console, progress
 from mlx_builder.errors import FetchError, TestFailureError, WheelError
 from mlx_builder.verify.junit import JUnitReport, parse_junit
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 PINNED_MLX_LM = "0.32.2"  # first release with both gemma4_text and qwen3_5
 TEST_REQUIREMENTS = ("pytest>=8", "numpy")

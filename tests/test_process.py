@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from mlx_builder.errors import BuildError, ToolchainError
-from mlx_builder.runner import StepRunner, first_error_line
+from mlx_builder.process import StepRunner, first_error_line
 
 
 def test_steps_log_to_numbered_files(tmp_path):
