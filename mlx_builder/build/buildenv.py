@@ -33,7 +33,6 @@ import os
 import platform as _platform
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Mapping, Sequence
 from filelock import FileLock
 
 from mlx_builder.errors import ToolchainError
+from mlx_builder import process
 from mlx_builder.process import StepRunner
 
 # ----------------------------------------------------------------- platforms
@@ -212,11 +212,9 @@ def make_spec(cuda_major: int, target: Platform, build_requires: Sequence[str], 
                              f"this host runs {_platform.system()}",
                              "build CUDA wheels on Linux (x86_64 or aarch64)")
     python = python or sys.executable
-    proc = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ToolchainError(f"cannot run the build Python {python}", proc.stderr.strip()[:200],
-                             "pass --python with a working interpreter")
+    proc = process.run([python, "-c", "import platform; print(platform.python_version())"],
+                       error_cls=ToolchainError, what=f"cannot run the build Python {python}",
+                       hint="pass --python with a working interpreter")
     pins = CUDA_PINS[cuda_major]
     return EnvSpec(cuda_major, host, target, python, proc.stdout.strip(), TOOL_PINS,
                    python_pins(build_requires), pins["host"], pins["target"])
@@ -389,7 +387,8 @@ def assemble_root(root: Path, host_nvidia: Path, target_nvidia: Path) -> None:
 
 def _site_nvidia(python: str) -> Path:
     code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    out = process.run([python, "-c", code], error_cls=ToolchainError,
+                      what=f"cannot ask the build Python {python} for its site-packages")
     return Path(out.stdout.strip()) / "nvidia"
 
 

@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -46,7 +45,7 @@ from mlx_builder import __version__
 from mlx_builder.build.archives import content_sha256, safe_extract
 from mlx_builder.console import err_console
 from mlx_builder.build.deps import DepsPlan, ResolvedDep, needed, resolve
-from mlx_builder import locks
+from mlx_builder import locks, process
 from mlx_builder.errors import (BuildError, BundleError, DepsError, HashMismatchError,
                                 TargetError)
 from mlx_builder.source.gitops import run_git
@@ -149,12 +148,11 @@ def fetch_build_wheels(settings: Settings, src: Path, dest: Path) -> list[Path]:
     if settings.offline or not reqs:
         return []
     dest.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                           "--only-binary=:all:", "-d", str(dest), *reqs],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
+    proc = process.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--only-binary=:all:", "-d", str(dest), *reqs], check=False)
+    if not proc.ok:
         err_console.print("note: build-requirement wheels not added to the bundle: "
-                          + (proc.stderr.strip().splitlines() or ["pip failed"])[-1],
+                          + (proc.stderr.strip().splitlines() or [proc.failure or "pip failed"])[-1],
                           markup=False)
         return []
     return sorted(dest.glob("*.whl"))

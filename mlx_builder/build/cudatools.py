@@ -8,13 +8,13 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from mlx_builder import process
 from mlx_builder.errors import ToolchainError
-from mlx_builder.build.probe import Check, fmt, run, which
+from mlx_builder.build.probe import Check, fmt, query, which
 from mlx_builder.build.targets import TargetSet
 
 
@@ -33,7 +33,7 @@ def find_nvcc(env: Mapping[str, str]) -> str | None:
 def nvcc_supported(nvcc: str, env: Mapping[str, str]) -> set[int]:
     """SASS numbers nvcc can emit (``--list-gpu-code``, else ``--list-gpu-arch``)."""
     for flag, prefix in (("--list-gpu-code", "sm_"), ("--list-gpu-arch", "compute_")):
-        rc, out = run([nvcc, flag], env)
+        rc, out = query([nvcc, flag], env)
         nums = {int(n) for n in re.findall(prefix + r"(\d+)", out)} if rc == 0 else set()
         if nums:
             return nums
@@ -47,7 +47,7 @@ def check_nvcc(targets: TargetSet, env: Mapping[str, str]) -> Check:
                      "CUDA_HOME, /usr/local/cuda)",
                      fix=f"install the CUDA toolkit >= {fmt(targets.min_cuda)} "
                          "and put nvcc on PATH or set CUDACXX")
-    rc, out = run([nvcc, "--version"], env)
+    rc, out = query([nvcc, "--version"], env)
     m = re.search(r"release (\d+)\.(\d+), V([\d.]+)", out)
     if rc != 0 or not m:
         return Check("nvcc", False, True, path=nvcc,
@@ -75,7 +75,7 @@ def cuda_root(nvcc: str) -> Path:
     where it really lives in ``--dryrun``'s ``_HERE_`` line)."""
     real = Path(os.path.realpath(nvcc)).parent
     if not (real / "nvcc.profile").is_file():
-        rc, out = run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull])
+        rc, out = query([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull])
         m = re.search(r"^#\$ _HERE_=(.+)$", out, re.M)
         if m and Path(m.group(1).strip(), "nvcc.profile").is_file():
             real = Path(os.path.realpath(m.group(1).strip()))
@@ -135,11 +135,9 @@ def driver_functions(cc: str, include: Path) -> list[str]:
     like ``cuMemAlloc -> cuMemAlloc_v2`` and the per-thread variants applied)."""
     names: set[str] = set()
     for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]):
-        proc = subprocess.run([cc, "-E", "-x", "c", f"-I{include}", *extra, "-"],
-                              input="#include <cuda.h>\n", capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ToolchainError("cannot preprocess cuda.h for the libcuda stub",
-                                 proc.stderr.strip()[:300])
+        proc = process.run([cc, "-E", "-x", "c", f"-I{include}", *extra, "-"],
+                           input="#include <cuda.h>\n", error_cls=ToolchainError,
+                           what="cannot preprocess cuda.h for the libcuda stub")
         names |= set(re.findall(r"\bCUresult\s+(cu[A-Za-z0-9_]+)\s*\(", proc.stdout))
     return sorted(names)
 
@@ -158,10 +156,8 @@ def make_driver_stub(dest: Path, cc: str, include: Path) -> Path:
     src.write_text("".join(f"int {n}(void) {{ return {CUDA_ERROR_STUB_LIBRARY}; }}\n"
                            for n in names))
     out = dest / "libcuda.so"
-    proc = subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1",
-                           "-o", str(out), str(src)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ToolchainError("cannot build the libcuda link stub", proc.stderr.strip()[:300])
+    process.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(out), str(src)],
+                error_cls=ToolchainError, what="cannot build the libcuda link stub")
     soname = dest / "libcuda.so.1"
     if soname.is_symlink() or soname.exists():
         soname.unlink()
@@ -259,7 +255,7 @@ def _python_package_dir(python: str | None, module: str,
                         env: Mapping[str, str]) -> Path | None:
     code = (f"import {module} as m, sys; p = list(getattr(m, '__path__', []));"
             "print(p[0] if p else '')")
-    rc, out = run([python or "python3", "-c", code], env)
+    rc, out = query([python or "python3", "-c", code], env)
     line = out.strip().splitlines()[-1] if out.strip() else ""
     return Path(line) if rc == 0 and line and Path(line).is_dir() else None
 
@@ -352,7 +348,7 @@ def check_cuobjdump(env: Mapping[str, str], nvcc: str | None) -> Check:
         return Check("cuobjdump", False, False,
                      detail="not found: the SASS check reads libmlx's .nv_fatbin "
                             "section itself instead")
-    rc, out = run([path, "--version"], env)
+    rc, out = query([path, "--version"], env)
     m = re.search(r"V(\d+\.\d+\.\d+)", out) or re.search(r"(\d+\.\d+)", out)
     return Check("cuobjdump", rc == 0, False, m.group(1) if m else None,
                  detail=path, path=path)

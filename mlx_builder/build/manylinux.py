@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -24,6 +23,7 @@ from typing import Iterable
 
 from mlx_builder.build.buildenv import Platform
 from mlx_builder.errors import WheelError
+from mlx_builder import process
 from mlx_builder.process import StepRunner
 
 # Sonames that come from nvidia-* packages or the driver: never grafted.
@@ -167,10 +167,8 @@ def _restore_rpaths(wheel: Path, before: dict[str, list[str]]) -> list[str]:
             patchelf = patchelf or _tool("patchelf")
             path = Path(tmp) / Path(info.filename).name
             path.write_bytes(data)
-            proc = subprocess.run([patchelf, "--set-rpath", ":".join([*now, *missing]),
-                                   str(path)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise WheelError(f"patchelf failed on {info.filename}", proc.stderr[:300])
+            process.run([patchelf, "--set-rpath", ":".join([*now, *missing]), str(path)],
+                        error_cls=WheelError, what=f"patchelf failed on {info.filename}")
             changed[info.filename] = path.read_bytes()
         if not changed:
             return grafted

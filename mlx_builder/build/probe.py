@@ -1,14 +1,16 @@
-"""One toolchain check's result, and the helpers checks use to probe tools."""
+"""One toolchain check's result, and the helpers checks use to probe tools
+(``query`` runs them through the process layer)."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from mlx_builder import process
 
 
 @dataclass(frozen=True)
@@ -26,15 +28,12 @@ class Check:
         return "ok" if self.ok else ("FAIL" if self.required else "warn")
 
 
-def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
-         cwd: Path | None = None, timeout: float = 60) -> tuple[int, str]:
-    try:
-        proc = subprocess.run([str(a) for a in argv], capture_output=True,
-                              text=True, errors="replace", env=dict(env or os.environ),
-                              cwd=cwd, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, str(exc)
-    return proc.returncode, proc.stdout + proc.stderr
+def query(argv: Sequence[str], env: Mapping[str, str] | None = None,
+          cwd: Path | None = None, timeout: float = 60) -> tuple[int, str]:
+    """Ask a tool about itself: (exit code, stdout + stderr); 127 and the
+    reason when it cannot run or does not answer within ``timeout``."""
+    res = process.run(argv, env=env or None, cwd=cwd, timeout=timeout, check=False)
+    return (127, res.failure) if res.failure else (res.returncode, res.output)
 
 
 def which(name: str, env: Mapping[str, str]) -> str | None:

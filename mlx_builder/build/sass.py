@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlx_builder import process
 from mlx_builder.errors import BuildError
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -86,11 +86,9 @@ def elf_section(path: Path, name: str) -> bytes:
 
 def gpu_code(lib: Path, cuobjdump: str | None = None) -> GpuCode:
     if cuobjdump:
-        elf = subprocess.run([cuobjdump, "--list-elf", str(lib)], capture_output=True,
-                             text=True, errors="replace")
-        ptx = subprocess.run([cuobjdump, "--list-ptx", str(lib)], capture_output=True,
-                             text=True, errors="replace")
-        if elf.returncode == 0:
+        elf = process.run([cuobjdump, "--list-elf", str(lib)], check=False)
+        ptx = process.run([cuobjdump, "--list-ptx", str(lib)], check=False)
+        if elf.ok:
             return GpuCode(frozenset(parse_cuobjdump(elf.stdout, "elf")),
                            frozenset(parse_cuobjdump(ptx.stdout, "ptx")), "cuobjdump")
     entries = fatbin_entries(elf_section(lib, ".nv_fatbin"))

@@ -30,7 +30,7 @@ from mlx_builder.build.buildenv import BuildEnv, Platform, cross_target
 from mlx_builder.build.cross import (TargetPython, check_cross_compiler, check_target_blas,
                                      check_target_python)
 from mlx_builder.errors import ToolchainError
-from mlx_builder.build.probe import Check, fmt, run, version_tuple, which
+from mlx_builder.build.probe import Check, fmt, query, version_tuple, which
 from mlx_builder.build.targets import TargetSet
 
 MIN_CMAKE = (3, 25)
@@ -80,7 +80,7 @@ def check_cmake(env: Mapping[str, str], minimum: tuple[int, ...] = MIN_CMAKE) ->
     if not path:
         return Check("cmake", False, True, detail="cmake not found on PATH",
                      fix=f"install CMake >= {fmt(minimum)} (pip install cmake)")
-    rc, out = run([path, "--version"], env)
+    rc, out = query([path, "--version"], env)
     m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out)
     version = m.group(1) if m else None
     if rc != 0 or not version:
@@ -98,7 +98,7 @@ def check_simple(name: str, env: Mapping[str, str], *, required: bool,
     path = which(name, env)
     if not path:
         return Check(name, False, required, detail=f"{name} not found; {why}", fix=fix)
-    rc, out = run([path, "--version"], env)
+    rc, out = query([path, "--version"], env)
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
     return Check(name, rc == 0, required, m.group(1) if m else None,
                  detail=path, path=path)
@@ -128,7 +128,7 @@ def _lto_link(cxx: str, env: Mapping[str, str]) -> tuple[bool, str]:
         src = Path(tmp) / "probe.cpp"
         src.write_text(_LTO_SOURCE)
         out = Path(tmp) / "libprobe.so"
-        rc, text = run([cxx, "-O2", "-flto", "-fPIC", "-shared", str(src),
+        rc, text = query([cxx, "-O2", "-flto", "-fPIC", "-shared", str(src),
                          "-o", str(out)], env, cwd=Path(tmp))
         if rc == 0 and out.exists():
             return True, ""
@@ -156,7 +156,7 @@ def check_cxx(env: Mapping[str, str]) -> tuple[Check, str | None]:
     failed: list[str] = []
     for cxx in cands:
         ok, why = _lto_link(cxx, env)
-        rc, out = run([cxx, "--version"], env)
+        rc, out = query([cxx, "--version"], env)
         first = out.splitlines()[0].strip() if out.strip() else cxx
         m = re.search(r"(\d+\.\d+(?:\.\d+)?)", first)
         # `c++ --version` may name neither (Debian: "c++ (Debian 12.2.0-14) 12.2.0");
@@ -208,7 +208,7 @@ def check_metal(env: Mapping[str, str]) -> list[Check]:
         return [Check("xcode", False, True, detail="xcrun not found",
                       fix="install Xcode (xcode-select --install is not enough "
                           "for the Metal compiler)")]
-    rc, sdk = run([xcrun, "-sdk", "macosx", "--show-sdk-version"], env)
+    rc, sdk = query([xcrun, "-sdk", "macosx", "--show-sdk-version"], env)
     sdk = sdk.strip()
     checks = []
     if rc != 0 or version_tuple(sdk) < (14,):
@@ -217,7 +217,7 @@ def check_metal(env: Mapping[str, str]) -> list[Check]:
                             fix="install a recent Xcode"))
     else:
         checks.append(Check("macos-sdk", True, True, sdk, detail=xcrun))
-    rc, out = run([xcrun, "-sdk", "macosx", "metal", "--version"], env)
+    rc, out = query([xcrun, "-sdk", "macosx", "metal", "--version"], env)
     m = re.search(r"metal(?:fe)?-?\s*version\s*([\d.]+)|Apple metal version ([\d.]+)",
                   out, re.I)
     version = (m.group(1) or m.group(2)) if m else None
@@ -238,7 +238,7 @@ def python_versions(python: str, names: Sequence[str],
             "    try: out[n] = m.version(n)\n"
             "    except m.PackageNotFoundError: out[n] = None\n"
             "print(json.dumps(out))\n")
-    rc, out = run([python, "-c", code, *names], env)
+    rc, out = query([python, "-c", code, *names], env)
     try:
         return json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
     except (ValueError, IndexError):
@@ -400,7 +400,7 @@ def check_toolchain(targets: TargetSet, *, env: Mapping[str, str] | None = None,
 
 
 def _python_minor(python: str, env: Mapping[str, str]) -> str | None:
-    rc, out = run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env)
+    rc, out = query([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env)
     return out.strip().splitlines()[-1] if rc == 0 and out.strip() else None
 
 

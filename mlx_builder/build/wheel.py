@@ -30,7 +30,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +51,7 @@ from mlx_builder.errors import BuildError
 from mlx_builder.build.manifest import build_manifest, inject
 from mlx_builder.source.tree import (VERSION_ENV, cmake_minimum, cuda_runtime_requirements,
                                      install_version_hook, read_build_requires)
+from mlx_builder import process
 from mlx_builder.process import StepRunner
 from mlx_builder.build.sass import verify_sass
 from mlx_builder.settings import Settings
@@ -483,8 +483,8 @@ def wheel_version(wheel: Path) -> str:
 
 
 def _python_version(python: str) -> str:
-    proc = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                          capture_output=True, text=True)
+    proc = process.run([python, "-c", "import platform; print(platform.python_version())"],
+                       check=False)
     return proc.stdout.strip() or "unknown"
 
 

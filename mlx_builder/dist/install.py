@@ -26,7 +26,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -35,6 +34,7 @@ from packaging import tags as ptags
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlx_builder import process
 from mlx_builder.errors import ConfigError, FetchError, HashMismatchError, WheelError
 
 FAKE_GPU_ENV = "MLX_BUILDER_FAKE_GPU"
@@ -140,13 +140,9 @@ class Host:
 def _nvidia_smi_gpus(path: str | None) -> tuple[Gpu, ...]:
     if not path:
         return ()
-    try:
-        out = subprocess.run(
-            [path, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
-    if out.returncode != 0:
+    out = process.run([path, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                      timeout=30, check=False)
+    if not out.ok:
         return ()
     gpus = []
     for line in out.stdout.splitlines():
@@ -217,12 +213,9 @@ def interpreter_tags(python: str | None = None,
                 "except ImportError:\n from pip._vendor.packaging import tags\n"
                 "print(json.dumps([list(sys.version_info[:2]),"
                 " [str(t) for t in tags.sys_tags()]]))")
-        try:
-            out = subprocess.run([python, "-c", code], capture_output=True,
-                                 text=True, timeout=60, check=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ConfigError(f"cannot ask {python} for its wheel tags", str(exc),
-                              "pass a Python interpreter that has pip") from None
+        out = process.run([python, "-c", code], timeout=60, error_cls=ConfigError,
+                          what=f"cannot ask {python} for its wheel tags",
+                          hint="pass a Python interpreter that has pip")
         data = json.loads(out.stdout)
         version = tuple(data[0])
         if platforms is None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mlx_builder.verify.workers._common import RESTART_EXIT
 from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
+from mlx_builder import process
 from mlx_builder.errors import ConfigError
 
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -136,17 +136,19 @@ def _one_worker(run: Run, job: dict, fh, timeout: float,
     fh.write(f"$ {run.python} {run.script.name} <{len(job['cases'])} cases, "
              f"backends {job['backends'] or ['mlx']}>\n")
     fh.flush()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=fh, text=True,
-                            env={**os.environ, **run.env})
-    assert proc.stdout is not None
-    records, meta, in_flight, finished = [], {}, None, False
+    records: list[dict] = []
+    meta: dict = {}
+    in_flight: list | None = None
+    finished = False
     deadline = time.monotonic() + timeout
-    for line in proc.stdout:
+
+    def seen(line: str) -> bool:
+        nonlocal meta, in_flight, finished
         fh.write(line)
         try:
             msg = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            msg = None
         kind = msg.get("type") if isinstance(msg, dict) else None
         if kind == "meta":
             meta = {k: v for k, v in msg.items() if k != "type"}
@@ -158,10 +160,9 @@ def _one_worker(run: Run, job: dict, fh, timeout: float,
             on_record(msg)
         elif kind == "done":
             finished = True
-        if time.monotonic() > deadline:
-            proc.kill()
-            break
-    rc = proc.wait()
+        return time.monotonic() <= deadline     # past it: the worker is killed
+
+    rc = process.stream(cmd, seen, env={**os.environ, **run.env}, stderr=fh)
     if rc == 0 and not finished:
         rc = -1  # exited cleanly without saying so: treat as a crash
     return records, meta, in_flight, rc
@@ -171,11 +172,9 @@ def find_torch_python(candidates: Iterable[str]) -> tuple[str | None, str]:
     """The first interpreter where torch imports and sees CUDA, or why none."""
     reasons = []
     for python in candidates:
-        try:
-            res = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True,
-                                 text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            reasons.append(f"{python}: {exc}")
+        res = process.run([python, "-c", TORCH_PROBE], timeout=300, check=False)
+        if res.failure:
+            reasons.append(f"{python}: {res.failure}")
             continue
         if res.returncode != 0:
             reasons.append(f"{python}: torch does not import")
