@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlx_builder.errors import TargetError
+from mlx_builder.lists import comma_list
 
 
 # Our named targets and the architecture each builds.
@@ -216,7 +217,7 @@ def parse_targets(spec: str, *, source: Path | None = None,
     """Parse ``--target``. ``source`` (an MLX tree) supplies upstream's ``cuda``
     set; ``system`` defaults to this host (metal needs Darwin)."""
     system = system or platform.system()
-    parts = [p.strip().lower() for p in (spec or "").split(",") if p.strip()]
+    parts = [p.lower() for p in comma_list(spec)]
     if not parts:
         raise TargetError("no build target given",
                           "a build needs one target",

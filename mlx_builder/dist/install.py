@@ -36,6 +36,7 @@ from packaging.version import InvalidVersion, Version
 
 from mlx_builder import process
 from mlx_builder.errors import ConfigError, FetchError, HashMismatchError, WheelError
+from mlx_builder.lists import comma_list, loose_list
 
 FAKE_GPU_ENV = "MLX_BUILDER_FAKE_GPU"
 FAKE_PLATFORM_ENV = "MLX_BUILDER_FAKE_PLATFORM"
@@ -246,8 +247,7 @@ def detect_host(env: Mapping[str, str] | None = None,
             backend, source = ("metal" if fake_gpu == "metal" else "cpu"), FAKE_GPU_ENV
         else:
             try:
-                gpus = tuple(Gpu("faked GPU", parse_cc(p))
-                             for p in fake_gpu.split(",") if p.strip())
+                gpus = tuple(Gpu("faked GPU", parse_cc(p)) for p in comma_list(fake_gpu))
             except ValueError:
                 raise ConfigError(f"cannot parse {FAKE_GPU_ENV}={fake_gpu!r}", "",
                                   "use sm_90, sm_121, 9.0, metal or none") from None
@@ -312,7 +312,7 @@ def wheel_backend(manifest: Mapping[str, Any]) -> str:
     if manifest.get("backend") in BACKENDS:
         return manifest["backend"]
     target = str(manifest.get("target", "")).lower()
-    parts = [p.strip() for p in re.split(r"[,;\s]+", target) if p.strip()]
+    parts = loose_list(target)
     for backend in BACKENDS:
         if any(p == backend or p.startswith(backend + "-") for p in parts):
             return backend
@@ -322,7 +322,7 @@ def wheel_backend(manifest: Mapping[str, Any]) -> str:
 def wheel_archs(manifest: Mapping[str, Any]) -> list[CudaArch]:
     archs = manifest.get("archs") or []
     if isinstance(archs, str):
-        archs = re.split(r"[,;\s]+", archs)
+        archs = loose_list(archs)
     return [parse_arch(a) for a in archs if str(a).strip()]
 
 

@@ -24,6 +24,7 @@ from mlx_builder.verify.workers._common import RESTART_EXIT
 from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
 from mlx_builder import process
 from mlx_builder.errors import ConfigError
+from mlx_builder.lists import comma_list
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
@@ -307,8 +308,8 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     """'NAME:A=1,B=2' -> ('NAME', {'A': '1', 'B': '2'})."""
     name, sep, spec = text.partition(":")
     env = {}
-    for item in spec.split(","):
-        key, eq, value = item.strip().partition("=")
+    for item in comma_list(spec) or ("",):
+        key, eq, value = item.partition("=")
         if not eq or not key:
             raise ValueError(f"variant {text!r}: {item!r} is not NAME=VALUE")
         env[key] = value
