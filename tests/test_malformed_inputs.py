@@ -16,8 +16,7 @@ from typing import Callable
 import pytest
 
 from mlx_builder.cli import main
-from test_bundle import dep_repo, fake_mlx
-from test_wheelindex import make_wheel, manifest_for
+from fakes import dep_repo, fake_mlx, make_wheel, manifest_for
 
 
 def _config(text: str | bytes) -> Callable[[Path, object], list[str]]:

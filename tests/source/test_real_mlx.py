@@ -24,11 +24,11 @@ from mlx_builder.settings import Settings
 from mlx_builder.source.status import check_patches
 
 pytestmark = pytest.mark.real_mlx
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES = Path(__file__).resolve().parents[2] / "patches"
 MLX_REPO = os.environ.get("MLX_BUILDER_MLX_REPO", "")
 try:
     SERIES = load_index(PATCHES)
-except Exception:  # reported by tests/test_series.py::test_project_index_is_valid
+except Exception:  # reported by tests/source/test_series.py::test_project_index_is_valid
     SERIES = ()
 
 

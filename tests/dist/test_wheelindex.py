@@ -22,45 +22,7 @@ from mlx_builder.build.manifest import Provenance, build_manifest, inject, verif
 from mlx_builder.build.targets import parse_targets
 from mlx_builder.dist.wheelindex import load_listing, write_index
 
-HERE_TAG = str(next(iter(ptags.sys_tags())))
-
-
-def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
-               tag: str = HERE_TAG, manifest: dict | None = None,
-               name: str = "mlx", marker: str = "fake") -> Path:
-    """A tiny pure-Python wheel named like ours; the manifest goes in with
-    the build's own writer (manifest.inject)."""
-    dist = f"{name}-{version}"
-    files: dict[str, bytes] = {
-        f"{name}/__init__.py": f"MARKER = {marker!r}\n".encode(),
-        f"{dist}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            "Requires-Python: >=3.10\n").encode(),
-        f"{dist}.dist-info/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-            f"Tag: {tag}\n").encode(),
-        f"{dist}.dist-info/RECORD": b"",
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / f"{dist}-{tag}.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-    if manifest is not None:     # as `mlx-builder build` writes it: the wheel's version
-        inject(wheel, wheel, manifest={**manifest, "version": version})
-    return wheel
-
-
-def manifest_for(spec: str, system: str = "Linux",
-                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0") -> dict:
-    """The manifest `mlx-builder build` writes for target ``spec``."""
-    prov = Provenance(upstream_url="https://github.com/ml-explore/mlx",
-                      upstream_ref="main", upstream_commit=commit,
-                      upstream_version="0.32.1", series="main")
-    return build_manifest(version="0.32.1", prov=prov,
-                          targets=parse_targets(spec, system=system),
-                          toolchain={}, dependencies=[])
-
+from fakes import HERE_TAG, make_wheel, manifest_for
 
 class _Links(html.parser.HTMLParser):
     def __init__(self) -> None:

@@ -24,7 +24,7 @@ from mlx_builder.build.manifest import inject
 from mlx_builder.process import StepRunner
 from mlx_builder.settings import Settings
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_venv_command_system_site_packages():

@@ -1,6 +1,6 @@
 """The head dim 192/256 routing decision of the Metal patches, compiled on the
 host: mlx/backend/metal/sdpa_routing.h is taken out of each series' patch,
-built with tests/metal_routing_driver.cpp and checked against a table of
+built with tests/patches/metal_routing_driver.cpp and checked against a table of
 cases. No Metal is involved; the header has no Metal dependency by design.
 """
 

@@ -22,7 +22,7 @@ import pytest
 from mlx_builder.source.series import (REQUIRED_TRAILERS, applies_to, load_index,
                                        parse_patch)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 HARNESS = ROOT / "scripts" / "attn_harness" / "harness.cu"
 CUDA_PATCH_SUBJECT = "cuda: tiled flash attention kernels for head_dim 192, 256 and 512"

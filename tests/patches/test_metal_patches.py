@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PATCHES = Path(__file__).resolve().parents[1] / "patches"
+PATCHES = Path(__file__).resolve().parents[2] / "patches"
 METAL_NUMBERS = range(1, 10)  # 0001-0009 belong to the Metal patches
 AUTHOR = "mlx-builder <mlx-builder@users.noreply.github.com>"
 BUG_URL = re.compile(r"^https://github\.com/ml-explore/mlx/(pull|issues)/\d+$")

@@ -16,79 +16,8 @@ from mlx_builder.source.series import PatchEntry
 from mlx_builder.settings import Settings
 from mlx_builder.build.targets import parse_targets
 
+from fakes import dep_repo, fake_mlx
 from gitfixture import git
-
-CMAKE = '''
-option(MLX_BUILD_CUDA "cuda" OFF)
-FetchContent_Declare(fmt GIT_REPOSITORY https://github.com/fmtlib/fmt.git GIT_TAG 12.1.0)
-if(MLX_BUILD_CUDA)
-  FetchContent_Declare(cutlass GIT_REPOSITORY https://github.com/NVIDIA/cutlass.git
-                       GIT_TAG v4.4.2 SOURCE_SUBDIR include)
-endif()
-'''
-SETUP = '''def get_version():
-    return "0.1.0.dev0"
-
-
-cmake_args = ["-DMLX_BUILD_TESTS=OFF"]
-'''
-# A stand-in PEP 517 backend: builds a wheel named by setup.py's get_version()
-# and prints Ninja-style progress, so pip-driven builds run without a compiler.
-BACKEND = '''import base64, hashlib, runpy, zipfile
-
-
-def get_requires_for_build_wheel(config_settings=None):
-    return []
-
-
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    version = runpy.run_path("setup.py", run_name="setup")["get_version"]()
-    print("[1/2] Building CXX object fake.o", flush=True)
-    print("[2/2] Linking CXX shared library libmlx.so", flush=True)
-    dist = f"mlx-{version}.dist-info"
-    files = {"mlx/__init__.py": open("python/mlx/__init__.py", "rb").read(),
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\\nName: mlx\\nVersion: {version}\\n".encode(),
-             f"{dist}/WHEEL": b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
-    digest = lambda d: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
-    record = "".join(f"{n},sha256={digest(d)},{len(d)}\\n" for n, d in files.items())
-    name = f"mlx-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
-        for n, d in files.items():
-            zf.writestr(n, d)
-        zf.writestr(f"{dist}/RECORD", record + f"{dist}/RECORD,,\\n")
-    return name
-'''
-
-
-def fake_mlx(root: Path, git_repo: bool = True) -> Path:
-    files = {"CMakeLists.txt": CMAKE, "setup.py": SETUP, "mlxb_fake_backend.py": BACKEND,
-             "pyproject.toml": '[build-system]\nrequires = []\n'
-                               'build-backend = "mlxb_fake_backend"\nbackend-path = ["."]\n',
-             "mlx/version.h": "#define MLX_VERSION_MAJOR 0\n#define MLX_VERSION_MINOR 1\n"
-                              "#define MLX_VERSION_PATCH 0\n",
-             "python/mlx/__init__.py": "__all__ = []\n", ".gitignore": "build/\n"}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    if git_repo:
-        git(root, "init", "-q", "-b", "main")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", "fake mlx")
-    return root
-
-
-def dep_repo(root: Path, tag: str, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-        (root / rel).chmod(0o755 if rel in executable else 0o644)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "dep")
-    git(root, "tag", tag)
-    return root
-
 
 def make_settings(tmp_path: Path, name: str = "cache", **sources) -> Settings:
     return Settings(cache_dir=tmp_path / name, offline=True,

@@ -22,7 +22,7 @@ from mlx_builder.dist.install import (FAKE_GPU_ENV, FAKE_PLATFORM_ENV, choose_wh
                                       parse_arch,
                                       pip_command)
 from mlx_builder.dist.wheelindex import load_listing, write_index
-from test_wheelindex import make_wheel, manifest_for
+from fakes import make_wheel, manifest_for
 
 _T = next(iter(ptags.sys_tags()))
 MAC_TAG = f"{_T.interpreter}-{_T.abi}-macosx_14_0_arm64"

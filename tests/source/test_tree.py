@@ -15,36 +15,8 @@ from mlx_builder.source.tree import (FALLBACK_CUDA_REQUIRES, HOOK_MARK, VERSION_
                                      install_version_hook, read_build_requires,
                                      read_upstream_version)
 
-# Same shape as MLX main's setup.py where it matters.
-SETUP = '''
-import os, platform, subprocess
+from fakes import MAIN_LIKE_SETUP as SETUP
 
-def get_version():
-    with open("mlx/version.h") as fid:
-        text = fid.read()
-    return "0.0.0.dev1+" + "githash"
-
-build_backend = int(os.environ.get("MLX_BUILD_BACKEND_PACKAGE", 0))
-
-if __name__ == "__main__":
-    version = get_version()
-    install_requires = []
-    if not build_backend:
-        install_requires.append(f"mlx-metal=={version}")
-    else:
-        if build_macos:
-            name = "mlx-metal"
-        elif build_cuda:
-            toolkit = 13
-            install_requires += [f"nvidia-cudnn-cu{toolkit}==9.*"]
-            if platform.system() == "Linux":
-                install_requires += [f"nvidia-nccl-cu{toolkit}"]
-            if toolkit == 12:
-                install_requires += ["nvidia-cublas-cu12==12.9.*"]
-            elif toolkit == 13:
-                install_requires += ["nvidia-cublas==13.*", "nvidia-cuda-nvrtc==13.*"]
-    print(version)
-'''
 OLD_SETUP = '''
 if __name__ == "__main__":
     install_requires = []

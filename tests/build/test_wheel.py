@@ -23,9 +23,8 @@ from mlx_builder.settings import Settings
 from mlx_builder.build.targets import parse_targets
 from mlx_builder.build.toolchain import Check, Toolchain
 
-from test_bundle import dep_repo, fake_mlx
+from fakes import MAIN_LIKE_SETUP, dep_repo, fake_mlx
 from test_manifest import fake_wheel
-from test_mlxtree import SETUP as MAIN_LIKE_SETUP
 from test_sass import build_so, synthetic_fatbin
 
 PROV = Provenance("https://github.com/ml-explore/mlx", "main", "a" * 40, "0.32.2",
