@@ -91,8 +91,8 @@ def test_run_failure_raises_the_given_class_with_command_and_stderr_tail(tmp_pat
 def test_run_without_check_reports_missing_programs_and_timeouts():
     missing = run(["definitely-not-a-program-xyz", "--version"], check=False)
     assert not missing.ok and missing.returncode == 127 and "not found" in missing.failure
-    slow = run([sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5, check=False)
-    assert slow.returncode == 127 and "did not finish in 0.5 s" in slow.failure
+    slow = run([sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.2, check=False)
+    assert slow.returncode == 127 and "did not finish in 0.2 s" in slow.failure
     with pytest.raises(ToolchainError, match="cc-xyz failed"):
         run(["cc-xyz"], error_cls=ToolchainError)
 
