@@ -9,6 +9,7 @@ dependency; it only moves the moment it fails).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -25,6 +26,11 @@ WORKERS = PACKAGE / "verify" / "workers"
 LAYERS = ("core", "source", "build", "dist", "verify", "commands", "cli")
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -39,7 +45,7 @@ def imports(path: Path, known: dict[str, Path]) -> set[str]:
     """The mlx_builder modules ``path`` imports (``from P import m`` counts
     as the module P.m when there is one, else as P)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "mlx_builder"}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
@@ -121,7 +127,7 @@ def test_only_process_starts_programs():
     which gitpython runs)."""
     bad = []
     for name, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n.split(".")[0] in ("subprocess", "pty") for n in names) \
