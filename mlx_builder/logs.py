@@ -5,7 +5,7 @@ Library modules log through ``logging.getLogger(__name__)`` (all under the
 this up once: ``-v`` shows INFO (each step and git command as it starts and
 how long it took), ``-vv`` DEBUG, ``-q`` only errors and no command output
 beyond them, ``--log-file PATH`` keeps everything at DEBUG with times. A
-subprocess's own output still goes to its step log (runner.py).
+subprocess's own output still goes to its step log (process.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from mlx_builder import logs
 from mlx_builder.cli import cli
 from mlx_builder.console import console
-from mlx_builder.runner import StepRunner
+from mlx_builder.process import StepRunner
 
 
 @pytest.fixture(autouse=True)
@@ -48,10 +48,10 @@ def test_log_file_gets_every_step_at_debug(tmp_path):
     log_file = tmp_path / "logs" / "run.log"
     logs.configure(0, False, log_file)
     StepRunner(tmp_path / "steps").run("hello", ["sh", "-c", "echo hi"])
-    logging.getLogger("mlx_builder.gitops").debug("git status (in /x)")
+    logging.getLogger("mlx_builder.source.gitops").debug("git status (in /x)")
     text = log_file.read_text()
     assert "step hello: sh -c echo hi" in text and "exit 0 after" in text
-    assert "DEBUG mlx_builder.gitops: git status (in /x)" in text
+    assert "DEBUG mlx_builder.source.gitops: git status (in /x)" in text
 
 
 def test_cli_takes_the_global_options(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from mlx_builder.errors import ConfigError, SeriesError
-from mlx_builder.series import parse_patch, parse_patch_text
+from mlx_builder.source.series import parse_patch, parse_patch_text
 from mlx_builder.settings import Settings, load_settings
 
 FAST = hsettings(max_examples=150, deadline=None,

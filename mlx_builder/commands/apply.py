@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.apply import prepare_tree
+from mlx_builder.source.apply import prepare_tree
 from mlx_builder.console import console
-from mlx_builder.series import BUILD_TARGETS
+from mlx_builder.source.series import BUILD_TARGETS
 
 
 @click.command("apply")

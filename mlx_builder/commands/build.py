@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.build import build_wheel
-from mlx_builder.build import configure_only as configure
-from mlx_builder.buildenv import TOOLCHAIN_MODES, parse_platform
-from mlx_builder.bundle import prepare
+from mlx_builder.build.wheel import build_wheel
+from mlx_builder.build.wheel import configure_only as configure
+from mlx_builder.build.buildenv import TOOLCHAIN_MODES, parse_platform
+from mlx_builder.build.bundle import prepare
 from mlx_builder.errors import BuildError
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 
 @click.command("build")

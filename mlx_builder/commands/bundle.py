@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.bundle import file_sha256, plan_from_tree, prepare, write_bundle
+from mlx_builder.build.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 
 @click.command("bundle")
@@ -53,8 +53,8 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
             raise BuildError("--with-toolchain is for CUDA targets",
                              f"target {targets.spec} needs no CUDA toolchain")
         import dataclasses
-        from mlx_builder import buildenv as be
-        from mlx_builder.mlxtree import read_build_requires
+        from mlx_builder.build import buildenv as be
+        from mlx_builder.source.tree import read_build_requires
         plat = be.parse_platform(platform_name) or be.host_platform()
         if plat is None:
             raise BuildError("--with-toolchain needs a Linux target platform",

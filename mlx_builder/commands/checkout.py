@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder import gitops
-from mlx_builder.apply import checkout_clean
+from mlx_builder.source import gitops
+from mlx_builder.source.apply import checkout_clean
 from mlx_builder.console import console
 
 

@@ -10,11 +10,11 @@ import click
 from rich.table import Table
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.bundle import prepare
+from mlx_builder.build.bundle import prepare
 from mlx_builder.console import console
-from mlx_builder.deps import cache_path, needed, pin, resolve
+from mlx_builder.build.deps import cache_path, needed, pin, resolve
 from mlx_builder.errors import DepsError
-from mlx_builder.targets import parse_targets
+from mlx_builder.build.targets import parse_targets
 
 
 @click.command("deps")

@@ -12,13 +12,13 @@ import sys
 import click
 from rich.table import Table
 
-from mlx_builder import buildenv as benv_mod
-from mlx_builder.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
+from mlx_builder.build import buildenv as benv_mod
+from mlx_builder.build.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
 from mlx_builder.console import console
 from mlx_builder.errors import ToolchainError
-from mlx_builder.probe import Check
-from mlx_builder.targets import parse_targets
-from mlx_builder.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
+from mlx_builder.build.probe import Check
+from mlx_builder.build.targets import parse_targets
+from mlx_builder.build.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
 
 # what a registry environment supplies itself (not looked for on the host
 # before it is made)

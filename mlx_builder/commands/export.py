@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mlx_builder.console import console, err_console
-from mlx_builder.export import export_many
+from mlx_builder.source.export import export_many
 
 
 @click.command("export")

@@ -10,8 +10,8 @@ from rich.console import Console
 from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.console import console
 from mlx_builder.errors import PatchConflictError
-from mlx_builder.series import BUILD_TARGETS
-from mlx_builder.status import render_table, status_report, to_json
+from mlx_builder.source.series import BUILD_TARGETS
+from mlx_builder.source.status import render_table, status_report, to_json
 
 
 @click.command("status")

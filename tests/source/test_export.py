@@ -1,0 +1,201 @@
+"""export: deterministic regeneration of a series and --check."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitfixture import git, tree_digest
+from mlx_builder.source.apply import prepare_tree
+from mlx_builder.errors import SeriesError, StaleExportError
+from mlx_builder.source.export import export_many, export_series
+from mlx_builder.source.series import load_index
+
+
+def _snapshot(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def tree(upstream, tmp_path):
+    return prepare_tree(upstream.settings(), "0.1.0", dest=tmp_path / "wt")
+
+
+def test_roundtrip_is_byte_identical(upstream, tree):
+    series_dir = upstream.patches_dir / "v0.1"
+    before = _snapshot(series_dir)
+    result = export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    assert result.clean and result.written == ()
+    assert len(result.unchanged) == 3
+    result = export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert _snapshot(series_dir) == before
+
+
+def test_amended_commit_is_stale_then_exported(upstream, tree):
+    series_dir = upstream.patches_dir / "v0.1"
+    git(tree.path, "checkout", "-q", "HEAD~1")  # the 0010 commit
+    (tree.path / "mlx/attention.cpp").write_text(
+        (tree.path / "mlx/attention.cpp").read_text().replace(
+            "chunked(20)", "chunked(20, 512)"))
+    git(tree.path, "commit", "-q", "-a", "--amend", "--no-edit")
+    git(tree.path, "cherry-pick", "mlx-builder/v0.1")
+    git(tree.path, "branch", "-f", "mlx-builder/v0.1", "HEAD")
+    git(tree.path, "checkout", "-q", "mlx-builder/v0.1")
+    before = _snapshot(series_dir)
+    with pytest.raises(StaleExportError) as info:
+        export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    assert "stale: 0010-chunked-sdpa-fallback.patch" in info.value.what
+    assert info.value.exit_code == 20
+    assert _snapshot(series_dir) == before
+    result = export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert result.written == ("0010-chunked-sdpa-fallback.patch",)
+    after = _snapshot(series_dir)
+    assert b"chunked(20, 512)" in after["0010-chunked-sdpa-fallback.patch"]
+    assert after["0001-metal-steel-attention-bd256.patch"] == \
+        before["0001-metal-steel-attention-bd256.patch"]
+    # deterministic: exporting again changes nothing, and --check passes
+    export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert _snapshot(series_dir) == after
+    assert export_series(upstream.settings(), "v0.1", str(tree.path),
+                         check=True).clean
+
+
+def test_new_commit_is_extra_and_gets_a_number(upstream, tree):
+    (tree.path / "mlx/attention.cpp").write_text(
+        (tree.path / "mlx/attention.cpp").read_text() + "extra();\n")
+    git(tree.path, "commit", "-q", "-a", "-m", "sdpa: one more fix\n\nBecause.")
+    with pytest.raises(StaleExportError, match="extra .*0021-sdpa-one-more-fix"):
+        export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    result = export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert result.extra == ("0021-sdpa-one-more-fix.patch",)
+    assert 'file = "0021-sdpa-one-more-fix.patch"' in result.index_snippet()
+    assert any("lacks trailers Origin, Forwarded, Bug" in w
+               for w in result.warnings)
+    assert (upstream.patches_dir / "v0.1" / "0021-sdpa-one-more-fix.patch").is_file()
+
+
+def test_dropped_commit_is_missing(upstream, tree):
+    git(tree.path, "reset", "-q", "--hard", "HEAD~1")
+    with pytest.raises(StaleExportError,
+                       match="missing from branch: 0020-cuda-tiled"):
+        export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+
+
+def test_target_tree_only_owns_its_patches(upstream, tmp_path):
+    tree = prepare_tree(upstream.settings(), "0.1.0", target="cuda",
+                        dest=tmp_path / "cuda")
+    result = export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    assert result.clean and result.target == "cuda"
+
+
+def test_from_branch_name(upstream):
+    prepare_tree(upstream.settings(), "0.1.0")
+    result = export_series(upstream.settings(), "v0.1", "v0.1", check=True)
+    assert result.clean
+    with pytest.raises(SeriesError, match="neither a directory nor a branch"):
+        export_series(upstream.settings(), "v0.1", "no-such-branch")
+
+
+# ---------------------------------------------------------------- common/
+
+CUDA = "0020-cuda-tiled-flash-attention.patch"
+
+
+def _edit_last_commit(tree_path, rel, old, new):
+    path = tree_path / rel
+    path.write_text(path.read_text().replace(old, new))
+    git(tree_path, "commit", "-q", "-a", "--amend", "--no-edit")
+
+
+@pytest.fixture
+def shared_trees(upstream, tmp_path):
+    """0020 shared by every series, and trees of v0.1 and v0.2 (0020 last)."""
+    upstream.share(CUDA, ["v0.1", "v0.2", "main"])
+    settings = upstream.settings()
+    return (prepare_tree(settings, "0.1.0", dest=tmp_path / "t1"),
+            prepare_tree(settings, "0.2.0", dest=tmp_path / "t2"))
+
+
+def test_applies_to_comes_from_the_index(upstream, shared_trees):
+    t1, _ = shared_trees
+    message = git(t1.path, "log", "-1", "--format=%B")
+    assert message.splitlines()[-1] == (
+        "Applies-To: v0.1 (>=0.1.0,<0.2); v0.2 (>=0.2.0,<0.3); "
+        f"main (made on {upstream.commits['main_base'][:7]})")
+    assert b"Applies-To" not in (upstream.patches_dir / "common" / CUDA).read_bytes()
+    assert export_many(upstream.settings(), [("v0.1", str(t1.path))],
+                       check=True)[0].clean
+
+
+def test_common_patch_written_once(upstream, shared_trees):
+    t1, t2 = shared_trees
+    settings = upstream.settings()
+    jobs = [("v0.1", str(t1.path)), ("v0.2", str(t2.path))]
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    _edit_last_commit(t2.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    results = export_many(settings, jobs)
+    assert results[0].written == (f"common/{CUDA}",)
+    assert results[1].written == ()          # already written, identical
+    text = (upstream.patches_dir / "common" / CUDA).read_text()
+    assert "+// tiled kernel, faster" in text
+    assert not list(upstream.patches_dir.glob(f"v0.*/{CUDA}"))
+    load_index(upstream.patches_dir)          # SHA256SUMS follows the file
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+
+
+def test_trees_that_disagree_about_a_common_patch_write_nothing(upstream,
+                                                               shared_trees):
+    t1, t2 = shared_trees
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError) as info:
+        export_many(upstream.settings(), [("v0.1", str(t1.path)),
+                                          ("v0.2", str(t2.path))])
+    assert f"disagree about common/{CUDA}" in info.value.what
+    assert "first difference at line" in info.value.why
+    assert tree_digest(upstream.patches_dir) == before
+
+
+def test_changed_common_patch_is_checked_against_the_other_series(
+        upstream, shared_trees):
+    t1, _ = shared_trees
+    settings = upstream.settings()
+    # A change every series can take: written, after the check.
+    _edit_last_commit(t1.path, "mlx/backend/cuda/tiled.cu", "tiled kernel",
+                      "tiled kernel, faster")
+    assert export_series(settings, "v0.1", str(t1.path)).written == (f"common/{CUDA}",)
+    # One that v0.2 (whose attention.cpp line 3 differs) cannot take: refused.
+    _edit_last_commit(t1.path, "mlx/attention.cpp", "attention_line_3 = 3;",
+                      "attention_line_3 = 33;")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError) as info:
+        export_series(settings, "v0.1", str(t1.path))
+    assert "does not apply to series v0.2 at v0.2.0" in info.value.what
+    assert "mlx/attention.cpp" in info.value.what
+    assert tree_digest(upstream.patches_dir) == before
+
+
+def test_tree_without_the_common_commit_is_refused(upstream, shared_trees):
+    t1, _ = shared_trees
+    git(t1.path, "reset", "-q", "--hard", "HEAD~1")
+    before = tree_digest(upstream.patches_dir)
+    with pytest.raises(SeriesError, match=f"no commit for common/{CUDA}"):
+        export_series(upstream.settings(), "v0.1", str(t1.path))
+    assert tree_digest(upstream.patches_dir) == before
+    with pytest.raises(StaleExportError, match=f"missing from branch: common/{CUDA}"):
+        export_series(upstream.settings(), "v0.1", str(t1.path), check=True)
+
+
+def test_export_repairs_its_own_files_and_sums(upstream, tree):
+    patch = upstream.patches_dir / "v0.1" / "0010-chunked-sdpa-fallback.patch"
+    good = patch.read_bytes()
+    patch.write_bytes(good[:len(good) // 2])
+    with pytest.raises(SeriesError, match="does not match its sha256"):
+        export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
+    result = export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert result.stale == ("0010-chunked-sdpa-fallback.patch",)
+    assert patch.read_bytes() == good
+    load_index(upstream.patches_dir)

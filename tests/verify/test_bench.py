@@ -1,0 +1,404 @@
+"""mlx_builder.verify.bench, plots and the bench workers, without a GPU or MLX:
+metrics, the JSON-lines protocol, crash recovery, reports and plots. The
+real mlx_worker.py runs against a NumPy stand-in for mlx.core."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from mlx_builder.verify import bench, plots
+from mlx_builder.verify.workers import _common
+
+SMALL = bench.BenchConfig(dims=(64, 256), prefill_lengths=(128, 256),
+                          decode_lengths=(512,), heads=4, kv_heads=2, warmup=1, iters=2)
+
+
+def test_config_cases_and_job():
+    assert SMALL.cases() == [["prefill", 64, 128, 128], ["prefill", 64, 256, 256],
+                             ["decode", 64, 1, 512], ["prefill", 256, 128, 128],
+                             ["prefill", 256, 256, 256], ["decode", 256, 1, 512]]
+    job = SMALL.job("patched", ["flash"])
+    assert job["label"] == "patched" and job["backends"] == ["flash"]
+    assert job["heads"] == 4 and job["kv_heads"] == 2 and len(job["cases"]) == 6
+    json.dumps(job)
+
+
+def test_parse_variant():
+    assert bench.parse_variant("fallback:MLX_CUDA_SDPA_TILED=0") == (
+        "fallback", {"MLX_CUDA_SDPA_TILED": "0"})
+    assert bench.parse_variant("gb10:A=1, B=2")[1] == {"A": "1", "B": "2"}
+    for bad in ("noenv", "x:A", ":A=1"):
+        with pytest.raises(ValueError):
+            bench.parse_variant(bad)
+
+
+def test_metrics_formulas():
+    # causal prefill: 4·B·H·L²·D/2; 32 heads, L=8192, D=256 at 1 ms
+    assert _common.prefill_flops(1, 32, 8192, 8192, 256) == 4 * 32 * 8192**2 * 256 / 2
+    job = {"batch": 1, "heads": 32, "kv_heads": 16, "dtype": "bfloat16"}
+    m = _common.metrics(job, "prefill", 256, 8192, 8192, 1.0, 16)
+    assert m["tflops"] == pytest.approx(4 * 32 * 8192**2 * 256 / 2 / 1e-3 / 1e12)
+    # decode: K and V once, 16 KV heads, kL=131072, D=256, bf16 at 0.72 ms
+    d = _common.metrics(job, "decode", 256, 1, 131072, 0.72, 16)
+    assert d["tbps"] == pytest.approx(2 * 16 * 131072 * 256 * 2 / 0.72e-3 / 1e12)
+    assert d["tflops"] is None and m["tbps"] is None
+
+
+def test_classify_and_median():
+    assert _common.classify(RuntimeError("cudaMallocAsync failed: out of memory")) == "oom"
+    assert _common.classify(RuntimeError("No available kernel. Aborting")) == "unsupported"
+    assert _common.classify(ValueError("shapes differ")) == "error"
+    calls = []
+    assert _common.median_ms(lambda: calls.append(1), 2, 5) >= 0
+    assert len(calls) == 7
+
+
+def test_per_call_ms_divides_a_round_of_queued_calls(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(_common.time, "perf_counter", lambda: clock[0])
+    issued, waits = [], []
+
+    def wait():
+        waits.append(len(issued))
+        clock[0] += 1.0  # every round takes one second, whatever its size
+
+    job = {"warmup": 1, "iters": 3, "queue": 4}
+    assert _common.per_call_ms(lambda: issued.append(1), wait, job) == pytest.approx(250.0)
+    assert waits == [4, 8, 12, 16]  # one wait per round of four
+    job["queue"] = 1
+    assert _common.per_call_ms(lambda: issued.append(1), wait, job) == pytest.approx(1000.0)
+
+
+def test_queue_reaches_the_job_and_the_report_header():
+    from dataclasses import asdict, replace
+    queued = replace(SMALL, queue=8)
+    assert queued.job("patched")["queue"] == 8 and SMALL.job("patched")["queue"] == 1
+    result = fake_result()
+    assert "each call waited for (latency)" in bench.markdown_report(result)
+    result["config"] = {**result["config"], "queue": 8}
+    md = bench.markdown_report(result)
+    assert "8 calls queued per wait (time per call: device throughput)" in md
+    # bench.json files written before --queue existed read as latency runs
+    old = fake_result()
+    del old["config"]["queue"]
+    assert "each call waited for" in bench.markdown_report(old)
+    assert asdict(queued)["queue"] == 8
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def test_run_cases_protocol_and_oom_skip(capsys):
+    job = SMALL.job("x")
+
+    def fake(backend, mode, D, qL, kL):
+        if D == 256 and mode == "prefill" and kL >= 128:
+            raise RuntimeError("[malloc] out of memory")
+        if mode == "decode" and D == 64:
+            raise ValueError("no fused kernel is available")
+        return {"ms": 2.0, "peak_bytes": 1 << 30, "kv_heads_read": 2}
+
+    # The out-of-memory ends the process (cases remain); the parent starts a
+    # fresh one for the rest and tells it which lengths ran out of memory.
+    with pytest.raises(SystemExit) as stop:
+        _common.run_cases(job, ["mlx"], fake)
+    assert stop.value.code == _common.RESTART_EXIT
+    msgs = _lines(capsys.readouterr().out)
+    assert "done" not in [m["type"] for m in msgs]
+    rest = {**job, "cases": job["cases"][4:], "oom_at": [["prefill", 256, 128]]}
+    _common.run_cases(rest, ["mlx"], fake)
+    msgs += _lines(capsys.readouterr().out)
+    assert msgs[-1] == {"type": "done"}
+    results = [m for m in msgs if m["type"] == "result"]
+    status = {(r["mode"], r["D"], r["kL"]): r["status"] for r in results}
+    assert status == {("prefill", 64, 128): "ok", ("prefill", 64, 256): "ok",
+                      ("decode", 64, 512): "unsupported",
+                      ("prefill", 256, 128): "oom", ("prefill", 256, 256): "skipped",
+                      ("decode", 256, 512): "ok"}
+    ok = results[0]
+    assert ok["peak_gib"] == 1.0 and ok["tflops"] > 0 and ok["label"] == "x"
+    starts = [m for m in msgs if m["type"] == "start"]
+    assert len(starts) == 5  # the skipped case never starts
+
+
+def test_out_of_memory_as_the_last_case_ends_the_worker_normally(capsys):
+    job = {**SMALL.job("x"), "cases": [["prefill", 64, 128, 128]]}
+
+    def oom(*args):
+        raise RuntimeError("[malloc] out of memory")
+
+    _common.run_cases(job, ["mlx"], oom)
+    msgs = _lines(capsys.readouterr().out)
+    assert [m["type"] for m in msgs] == ["start", "result", "done"]
+
+
+FAKE_WORKER = '''
+import os, sys
+sys.path.insert(0, {workers!r})
+from _common import emit, load_job, run_cases
+job = load_job(sys.argv)
+if os.environ.get("DIE_AT_IMPORT"):
+    sys.exit(3)
+emit({{"type": "meta", "framework": "mlx", "label": job["label"], "version": "9",
+      "device": "Fake GPU"}})
+FAILED = []
+def fake(backend, mode, D, qL, kL):
+    if mode == "prefill" and D == 64 and kL == 256:
+        os._exit(134)  # an abort inside the framework
+    if FAILED or (os.environ.get("OOM_AT") == f"{{mode}}{{D}}" and kL >= 128):
+        FAILED.append(1)  # like MLX: every allocation after an OOM fails
+        raise RuntimeError("[malloc] out of memory")
+    return {{"ms": 1.0, "peak_bytes": kL * 1024, "kv_heads_read": 2}}
+run_cases(job, job["backends"] or ["mlx"], fake)
+'''
+
+
+@pytest.fixture
+def fake_script(tmp_path):
+    path = tmp_path / "fake_worker.py"
+    path.write_text(FAKE_WORKER.format(workers=str(bench.WORKERS)))
+    return path
+
+
+def test_worker_crash_is_recorded_and_the_rest_still_runs(fake_script, tmp_path):
+    run = bench.Run("patched", "mlx", sys.executable, script_path=fake_script)
+    seen = []
+    records, meta = bench.run_worker(run, SMALL, tmp_path / "w.log", on_record=seen.append)
+    assert meta["device"] == "Fake GPU"
+    status = {(r["mode"], r["D"], r["kL"]): r["status"] for r in records}
+    assert status[("prefill", 64, 256)] == "crashed"
+    assert "exited with 134" in next(r["error"] for r in records if r["status"] == "crashed")
+    assert sum(s == "ok" for s in status.values()) == 5 and len(records) == 6 == len(seen)
+
+
+def test_a_fresh_worker_takes_the_cases_after_an_out_of_memory(fake_script, tmp_path):
+    run = bench.Run("patched", "mlx", sys.executable, {"OOM_AT": "prefill256"},
+                    script_path=fake_script)
+    records, _ = bench.run_worker(run, SMALL, tmp_path / "w.log")
+    status = {(r["mode"], r["D"], r["kL"]): r["status"] for r in records}
+    assert status == {("prefill", 64, 128): "ok", ("prefill", 64, 256): "crashed",
+                      ("decode", 64, 512): "ok",
+                      ("prefill", 256, 128): "oom", ("prefill", 256, 256): "skipped",
+                      ("decode", 256, 512): "ok"}
+    assert len(records) == 6
+
+
+def test_worker_that_dies_before_any_case(fake_script, tmp_path):
+    run = bench.Run("patched", "mlx", sys.executable, {"DIE_AT_IMPORT": "1"},
+                    script_path=fake_script)
+    records, meta = bench.run_worker(run, SMALL, tmp_path / "w.log")
+    assert meta == {} and len(records) == 6
+    assert {r["status"] for r in records} == {"crashed"}
+
+
+def test_torch_style_run_gets_one_worker_per_backend(fake_script, tmp_path):
+    config = bench.BenchConfig(dims=(128,), prefill_lengths=(128,), decode_lengths=(512,))
+    run = bench.Run("torch", "torch", sys.executable, backends=("flash", "math"),
+                    script_path=fake_script)
+    result = bench.collect([run], config, tmp_path / "logs")
+    cols = {bench.column(r) for r in result["records"]}
+    assert cols == {"torch-flash", "torch-math"} and len(result["records"]) == 4
+    assert result["runs"][0]["meta"]["version"] == "9"
+
+
+FAKE_MLX = '''
+"""NumPy stand-in for the parts of mlx.core that mlx_worker.py uses."""
+import numpy as np
+__version__ = "0.0-fake"
+bfloat16 = float16 = "f2"
+_peak = [0]
+_live = [0]  # bytes held by live arrays: outputs waiting in a queue count
+class _A:
+    def __init__(self, a):
+        self.a = a
+        _live[0] += a.nbytes
+    def __del__(self): _live[0] -= self.a.nbytes
+    def astype(self, dt): return _A(self.a.astype(np.float16))
+class _No:
+    @staticmethod
+    def is_available(): return False
+cuda = metal = _No()
+class random:
+    @staticmethod
+    def seed(s): np.random.seed(s)
+    @staticmethod
+    def normal(shape): return _A(np.random.standard_normal(shape))
+class fast:
+    @staticmethod
+    def scaled_dot_product_attention(q, k, v, *, scale, mask=None):
+        rep = q.a.shape[1] // k.a.shape[1]
+        kk, vv = (np.repeat(x.a, rep, axis=1) for x in (k, v))
+        s = q.a @ kk.swapaxes(-1, -2) * scale
+        _peak[0] = max(_peak[0], _live[0] + s.nbytes)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return _A((p / p.sum(-1, keepdims=True)) @ vv)
+def eval(*a): pass
+def synchronize(): pass
+def clear_cache(): pass
+def get_active_memory(): return _live[0]
+def reset_peak_memory(): _peak[0] = _live[0]
+def get_peak_memory(): return _peak[0]
+def device_info(): return {"device_name": "NumPy"}
+'''
+
+
+def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
+    pkg = tmp_path / "fake" / "mlx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text(FAKE_MLX)
+    config = bench.BenchConfig(dims=(16,), prefill_lengths=(32, 64), decode_lengths=(64,),
+                               heads=4, kv_heads=2, warmup=0, iters=1)
+    run = bench.Run("patched", "mlx", sys.executable,
+                    {"PYTHONPATH": str(tmp_path / "fake")})
+    records, meta = bench.run_worker(run, config, tmp_path / "w.log")
+    assert meta["version"] == "0.0-fake" and meta["device"] == "NumPy"
+    assert [r["status"] for r in records] == ["ok"] * 3
+    prefill64 = next(r for r in records if r["mode"] == "prefill" and r["kL"] == 64)
+    assert prefill64["peak_gib"] * (1 << 30) == 4 * 64 * 64 * 2  # fp16 scores
+    assert prefill64["tflops"] > 0 and records[-1]["tbps"] > 0
+    from dataclasses import replace
+    queued, _ = bench.run_worker(run, replace(config, queue=3), tmp_path / "q.log")
+    assert [r["status"] for r in queued] == ["ok"] * 3
+    q64 = next(r for r in queued if r["mode"] == "prefill" and r["kL"] == 64)
+    assert q64["peak_gib"] == prefill64["peak_gib"]  # from one call, not the queue
+
+
+def fake_result() -> dict:
+    def rec(label, backend, mode, D, kL, status="ok", **kw):
+        base = {"type": "result", "label": label, "backend": backend, "mode": mode, "D": D,
+                "qL": kL if mode == "prefill" else 1, "kL": kL, "status": status,
+                "ms": 2.0, "tflops": 300.0, "tbps": None, "peak_gib": 0.5, "error": None}
+        if mode == "decode":
+            base.update(tflops=None, tbps=3.1)
+        if status != "ok":
+            base.update(ms=None, tflops=None, tbps=None, peak_gib=None)
+        return {**base, **kw}
+    config = bench.BenchConfig(dims=(256, 512), prefill_lengths=(8192, 32768),
+                               decode_lengths=(131072,))
+    records = [rec("patched", "mlx", "prefill", 256, 8192),
+               rec("patched", "mlx", "prefill", 256, 32768, tflops=320.0, peak_gib=2.0),
+               rec("upstream", "mlx", "prefill", 256, 8192, tflops=66.0, peak_gib=4.31),
+               rec("upstream", "mlx", "prefill", 256, 32768, status="oom"),
+               rec("torch", "flash", "prefill", 256, 8192, tflops=303.0),
+               rec("torch", "flash", "prefill", 512, 8192, status="unsupported"),
+               rec("patched", "mlx", "decode", 256, 131072)]
+    runs = [{"label": "patched", "framework": "mlx", "env": {},
+             "meta": {"device": "NVIDIA H200", "version": "0.32.2+mlxb"}},
+            {"label": "upstream", "framework": "mlx", "env": {},
+             "meta": {"device": "NVIDIA H200", "version": "0.32.2"}},
+            {"label": "torch", "framework": "torch", "env": {},
+             "meta": {"device": "NVIDIA H200", "version": "2.11.0", "cudnn": 91900}}]
+    from dataclasses import asdict
+    return {"config": asdict(config), "host": "h", "date": "today", "runs": runs,
+            "records": records}
+
+
+def test_markdown_report_from_a_result():
+    md = bench.markdown_report(fake_result())
+    assert md.startswith("# SDPA benchmark on NVIDIA H200")
+    assert "patched: mlx 0.32.2+mlxb; upstream: mlx 0.32.2; torch 2.11.0 (cuDNN 91900)" in md
+    assert "| L | patched | upstream | torch-flash |" in md
+    assert "| 8 192 | 300 / 0.5 | 66 / 4.31 | 303 / 0.5 |" in md
+    assert "| 32 768 | 320 / 2 | OOM |  |" in md
+    assert "head_dim 512" in md and "n/a" in md
+    assert "| 131 072 | 3.1 / 2 |" in md
+
+
+def test_speedups_of_the_wheel_under_test_over_each_other_run():
+    result = fake_result()
+    # patched 300 TFLOP/s at 8k against upstream 66 and torch flash 303; at 32k
+    # upstream ran out of memory and torch did not run: no ratio there.
+    assert bench.speedups(result, 256) == {"upstream": [(8192, 300.0 / 66.0)],
+                                           "torch-flash": [(8192, 300.0 / 303.0)]}
+    assert bench.speedups(result, 512) == {}  # nothing measured on both sides
+    md = bench.markdown_report(result)
+    assert "## Prefill speed-up of patched over each other run, head_dim 256" in md
+    assert "| L | upstream | torch-flash |" in md
+    assert "| 8 192 | 4.55 | 0.99 |" in md
+    assert "| 32 768 | — | — |" in md
+    assert "speed-up of patched over each other run, head_dim 512" not in md
+    assert bench.speedups({**result, "runs": []}, 256) == {}  # no run to compare with
+
+
+def test_write_outputs_without_matplotlib(tmp_path, monkeypatch):
+    def missing():
+        raise plots.PlotsUnavailable("matplotlib is not installed: pip install x")
+    monkeypatch.setattr(plots, "_matplotlib", missing)
+    paths = bench.write_outputs(fake_result(), tmp_path)
+    assert json.loads(paths["json"].read_text())["records"]
+    assert paths["markdown"].read_text().startswith("# SDPA")
+    assert paths["plots"] == [] and "not installed" in paths["plots_skipped"]
+
+
+def test_plots_from_a_result(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') not installed")
+    written = plots.make_plots(fake_result(), tmp_path)
+    assert [p.name for p in written] == ["prefill_tflops.png", "prefill_memory.png",
+                                         "decode_tbps.png", "prefill_speedup.png"]
+    for p in written:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+    lines = plots.series(fake_result(), "prefill", 256, "tflops")
+    assert lines["upstream"] == ([8192], [66.0], ["oom at 32768"])
+
+
+def test_find_torch_python_says_why_not(tmp_path):
+    probe = textwrap.dedent("""
+        import subprocess, sys
+        sys.exit(subprocess.run([sys.executable, "-c", "import torch"]).returncode)""")
+    import subprocess
+    if subprocess.run([sys.executable, "-c", probe]).returncode == 0:
+        pytest.skip("torch is importable here")
+    python, why = bench.find_torch_python([sys.executable, str(tmp_path / "nope")])
+    assert python is None
+    assert "torch does not import" in why and "nope" in why
+
+
+def test_unmeasured_peak_memory_shows_as_a_dash():
+    result = fake_result()
+    result["records"][4]["peak_gib"] = None  # a backend that reports no peak
+    result["records"][2]["peak_gib"] = float("nan")
+    md = bench.markdown_report(result)
+    assert "| 8 192 | 300 / 0.5 | 66 / — | 303 / — |" in md
+
+
+def _cli(args, capsys):
+    from mlx_builder.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_report_rewrites_the_table_and_plots_from_a_bench_json(tmp_path, capsys):
+    src = tmp_path / "device" / "bench.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps(fake_result()))
+    out = tmp_path / "report"
+    code, stdout, _ = _cli(["bench", "--report", str(src), "--out", str(out)], capsys)
+    assert code == 0
+    md = (out / "bench.md").read_text()
+    assert md == bench.markdown_report(fake_result())
+    assert "| 8 192 | 300 / 0.5 | 66 / 4.31 | 303 / 0.5 |" in stdout
+    assert json.loads((out / "bench.json").read_text()) == json.loads(src.read_text())
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["decode_tbps.png", "prefill_memory.png", "prefill_speedup.png",
+                    "prefill_tflops.png"] or \
+        "plots skipped" in stdout
+
+
+@pytest.mark.parametrize("text,why", [("{not json", "cannot read"),
+                                      ('{"records": []}', "no config, runs")])
+def test_report_refuses_what_is_not_a_bench_json(tmp_path, capsys, text, why):
+    src = tmp_path / "x.json"
+    src.write_text(text)
+    code, _, err = _cli(["bench", "--report", str(src), "--out", str(tmp_path / "o")],
+                        capsys)
+    assert code == 10
+    assert why in err and "bench.json" in err
+    assert not (tmp_path / "o").exists()
