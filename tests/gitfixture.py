@@ -3,7 +3,7 @@
 The fixtures that serve it (``upstream``, ``make_upstream``, ``isolated_env``)
 are in tests/conftest.py; the helpers here are imported with
 ``from gitfixture import git, tree_digest, PatchSpec, Upstream`` (a module
-name of its own: tests/sdpa has another conftest).
+name of its own: mlx_builder/suites/sdpa has another conftest).
 
 The default fixture (built once per session, copied per test):
 

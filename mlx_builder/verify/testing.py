@@ -8,9 +8,9 @@ JUnit XML and log:
 1. ``upstream`` — upstream's python/tests/test_fast_sdpa.py and mlx_tests.py
    from the commit the wheel was built from (its manifest), read from the
    MLX mirror with ``git show``;
-2. ``sdpa`` — this repo's SDPA suites: tests/sdpa/test_*.py but the two below;
-3. ``memory`` — tests/sdpa/test_memory.py (GPU);
-4. ``e2e`` — tests/sdpa/test_e2e_model.py, long prefill (GPU, mlx-lm);
+2. ``sdpa`` — this package's SDPA suites: suites/sdpa/test_*.py but the two below;
+3. ``memory`` — suites/sdpa/test_memory.py (GPU);
+4. ``e2e`` — suites/sdpa/test_e2e_model.py, long prefill (GPU, mlx-lm);
 5. ``greedy`` — the same file's greedy identity check (GPU, mlx-lm).
 
 GPU parts are skipped, with the probe's reason, when the wheel sees no GPU.
@@ -38,7 +38,7 @@ from mlx_builder.process import StepRunner
 PINNED_MLX_LM = "0.32.2"  # first release with both gemma4_text and qwen3_5
 TEST_REQUIREMENTS = ("pytest>=8", "numpy")
 UPSTREAM_TEST_FILES = ("python/tests/test_fast_sdpa.py", "python/tests/mlx_tests.py")
-# Files of tests/sdpa that have a part of their own; every other test_*.py
+# Files of suites/sdpa that have a part of their own; every other test_*.py
 # there belongs to the "sdpa" part.
 OWN_PART_FILES = {"memory": "test_memory.py", "e2e": "test_e2e_model.py",
                   "greedy": "test_e2e_model.py", "fullscale": "test_fullscale.py"}
@@ -213,15 +213,14 @@ def gpu_skip_reason(info: Mapping[str, Any]) -> str:
 # --------------------------------------------------------- staging the tests
 
 def suite_dir() -> Path:
-    """tests/sdpa of this checkout, or the copy bundled into the package."""
-    package = Path(__file__).resolve().parents[1]   # mlx_builder/
-    for candidate in (package / "_sdpa_tests", package.parent / "tests" / "sdpa"):
-        if (candidate / "test_sdpa_large_head.py").is_file():
-            return candidate
+    """The SDPA suites the package carries (mlx_builder/suites/sdpa)."""
+    suite = Path(__file__).resolve().parents[1] / "suites" / "sdpa"
+    if (suite / "test_sdpa_large_head.py").is_file():
+        return suite
     raise TestFailureError(
-        "cannot find the SDPA suites (tests/sdpa)",
-        "mlx-builder runs them from its source checkout or its bundled copy",
-        "run mlx-builder from a checkout of the repository")
+        f"cannot find the SDPA suites ({suite})",
+        "the package ships them as data; this installation lacks them",
+        "reinstall mlx-builder from its wheel or a checkout of the repository")
 
 
 PYTEST_INI = """[pytest]

@@ -1,4 +1,4 @@
-"""Shared helpers for the SDPA suites (tests/sdpa/).
+"""Shared helpers for the SDPA suites (mlx_builder/suites/sdpa/).
 
 Pure Python + NumPy: importing this module never imports MLX, so the
 project's CI (no MLX installed) can collect and unit-test it. The suites run
