@@ -162,6 +162,8 @@ def wheelhouse(tmp_path):
     return wh
 
 
+# Provisioning makes a virtual environment and runs pip (seconds each).
+@pytest.mark.integration
 @pytest.mark.parametrize("target", [X86, ARM], ids=["native", "cross"])
 def test_provision_makes_caches_and_reuses_the_environment(tmp_path, wheelhouse, target):
     s = spec(tmp_path, target=target)
@@ -191,6 +193,8 @@ def test_provision_makes_caches_and_reuses_the_environment(tmp_path, wheelhouse,
     assert be.cached_env(tmp_path / "cache", s) is not None
 
 
+# Provisioning makes a virtual environment and runs pip (seconds each).
+@pytest.mark.integration
 def test_an_incomplete_environment_is_made_again(tmp_path, wheelhouse):
     s = spec(tmp_path)
     half = tmp_path / "cache" / "buildenv" / s.name
@@ -200,6 +204,8 @@ def test_an_incomplete_environment_is_made_again(tmp_path, wheelhouse):
     assert not (half / "venv" / "leftover").exists() and env.nvcc.is_file()
 
 
+# Provisioning makes a virtual environment and runs pip (seconds each).
+@pytest.mark.integration
 def test_offline_without_the_packages_fails_and_leaves_nothing(tmp_path):
     s = spec(tmp_path)
     with pytest.raises(ToolchainError, match="not cached and this run is offline") as exc:
@@ -209,6 +215,8 @@ def test_offline_without_the_packages_fails_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "cache" / "buildenv" / s.name).exists()
 
 
+# Provisioning makes a virtual environment and runs pip (seconds each).
+@pytest.mark.integration
 def test_a_missing_package_fails_and_leaves_nothing(tmp_path, wheelhouse):
     s = spec(tmp_path, cuda_target=("mlxb-fake-cudart==99.0",))
     with pytest.raises(ToolchainError, match="buildenv-cuda-libs"):
