@@ -7,21 +7,18 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
 from mlx_builder.source.apply import prepare_tree
 from mlx_builder.console import console
-from mlx_builder.source.series import BUILD_TARGETS
 
 
 @click.command("apply")
 @mlx_ref_option(required=True)
-@click.option("--series", "series_name", default=None,
-              help="Force a series (default: chosen from patches/index.toml).")
-@click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",
-              show_default=True, help="Which patches: cuda, metal, cpu (common only) or all.")
+@series_option(help="Force a series (default: chosen from patches/index.toml).")
+@patch_target_option(help="Which patches: cuda, metal, cpu (common only) or all.")
 @click.option("--dest", type=click.Path(path_type=Path), default=None,
               help="Work tree directory (default: <work dir>/<ref>-<target>).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_flag()
 @click.pass_obj
 def command(settings, mlx_ref, series_name, target, dest, as_json) -> None:
     """Check every patch, then create a work tree with the series as commits.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import python_option
 from mlx_builder.verify.bench import (TORCH_BACKENDS, BenchConfig, BenchOptions, load_result,
                                       parse_variant, report, run_bench)
 from mlx_builder.lists import comma_ints, comma_list, known_items
@@ -42,8 +43,8 @@ from mlx_builder.errors import ConfigError
                    "wait, time per call (device throughput).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("bench-results"), show_default=True)
-@click.option("--python", default=sys.executable, show_default="this Python",
-              help="Interpreter the wheel venvs are made from.")
+@python_option(default=sys.executable, show_default="this Python",
+               help="Interpreter the wheel venvs are made from.")
 @click.option("--system-site-packages", is_flag=True)
 @click.option("--no-deps", is_flag=True,
               help="Install the wheel without its declared runtime packages (the "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
 from mlx_builder.build.wheel import build_wheel
 from mlx_builder.build.wheel import configure_only as configure
 from mlx_builder.build.buildenv import TOOLCHAIN_MODES, parse_platform
@@ -16,11 +16,12 @@ from mlx_builder.build.targets import parse_targets
 
 
 @click.command("build")
-@click.option("--target", "target_spec", default=None,
-              help="cuda-sm80/86/89/90/100/120/121 (comma-combined), cuda "
-                   "(upstream's set), cpu or metal. With --from-bundle: the bundle's own.")
+@target_spec_option(
+    default=None,
+    help="cuda-sm80/86/89/90/100/120/121 (comma-combined), cuda "
+         "(upstream's set), cpu or metal. With --from-bundle: the bundle's own.")
 @mlx_ref_option(default=None)
-@click.option("--series", "series_name", default=None, help="Force a patch series.")
+@series_option()
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Build this MLX source directory as it is (no series).")
 @click.option("--from-bundle", "bundle", type=click.Path(path_type=Path, dir_okay=False,
@@ -31,8 +32,7 @@ from mlx_builder.build.targets import parse_targets
                    "printed it); any other file is refused (exit 31).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("dist"), show_default=True, help="Where the wheel goes.")
-@click.option("--python", "python", default=None,
-              help="Python to build for (default: the one running mlx-builder).")
+@python_option(help="Python to build for (default: the one running mlx-builder).")
 @click.option("--isolation/--no-isolation", default=None,
               help="pip build isolation (default: on when online, off offline/bundle).")
 @click.option("--cmake-arg", "cmake_args", multiple=True,

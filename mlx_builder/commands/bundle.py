@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import mlx_ref_option, series_option, target_spec_option
 from mlx_builder.build.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
@@ -14,10 +14,10 @@ from mlx_builder.build.targets import parse_targets
 
 
 @click.command("bundle")
-@click.option("--target", "target_spec", required=True,
-              help="Target the bundle is for (its patches and dependencies).")
+@target_spec_option(required=True,
+                    help="Target the bundle is for (its patches and dependencies).")
 @mlx_ref_option(default=None)
-@click.option("--series", "series_name", default=None, help="Force a patch series.")
+@series_option()
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Bundle this MLX source directory as it is (no series).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("dist/"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import json_flag, mlx_ref_option, series_option, target_spec_option
 from mlx_builder.build.bundle import prepare
 from mlx_builder.console import console
 from mlx_builder.build.deps import cache_path, needed, pin, resolve
@@ -19,14 +19,14 @@ from mlx_builder.build.targets import parse_targets
 
 @click.command("deps")
 @mlx_ref_option(default=None)
-@click.option("--series", "series_name", default=None, help="Force a patch series.")
+@series_option()
 @click.option("--source", "source_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Read this MLX source directory instead.")
-@click.option("--target", "target_spec", default="cuda", show_default=True,
-              help="Which build's dependencies (cuda needs the most).")
+@target_spec_option(default="cuda", show_default=True,
+                    help="Which build's dependencies (cuda needs the most).")
 @click.option("--list", "list_only", is_flag=True, help="Only show them; fill nothing.")
 @click.option("--refresh", is_flag=True, help="Refill cache entries that exist.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_flag()
 @click.pass_obj
 def command(settings, mlx_ref, series_name, source_dir, target_spec, list_only, refresh,
             as_json) -> None:

@@ -12,6 +12,7 @@ import sys
 import click
 from rich.table import Table
 
+from mlx_builder.commands.options import json_flag, python_option, target_spec_option
 from mlx_builder.build import buildenv as benv_mod
 from mlx_builder.build.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
 from mlx_builder.console import console
@@ -86,17 +87,17 @@ def _host_checks(python, plat, choice):
 
 
 @click.command("doctor")
-@click.option("--target", "target_spec", default=None,
-              help="Target to check (default: metal on macOS, cuda where nvcc is, else cpu).")
-@click.option("--python", "python", default=None,
-              help="Build Python (default: the one running mlx-builder).")
+@target_spec_option(
+    default=None,
+    help="Target to check (default: metal on macOS, cuda where nvcc is, else cpu).")
+@python_option(help="Build Python (default: the one running mlx-builder).")
 @click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
               show_default=True, help="As for `build`: pypi, system or auto.")
 @click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
               help="CUDA major of the registry toolchain.")
 @click.option("--platform", "platform_name", default=None,
               help="Target platform (linux-x86_64, linux-aarch64); default this host's.")
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@json_flag(help="Print the checks as JSON.")
 @click.pass_obj
 def command(settings, target_spec, python, toolchain, cuda_major, platform_name,
             as_json) -> None:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import click
 
+from mlx_builder.commands.options import series_option
 from mlx_builder.console import console, err_console
 from mlx_builder.source.export import export_many
 
 
 @click.command("export")
-@click.option("--series", "series_names", required=True, multiple=True,
-              help="Series to regenerate (a name from patches/index.toml); "
-                   "repeat with --from to export several series at once.")
+@series_option(
+    param="series_names",
+    required=True,
+    multiple=True,
+    help="Series to regenerate (a name from patches/index.toml); "
+         "repeat with --from to export several series at once.")
 @click.option("--from", "sources", required=True, multiple=True,
               help="Work tree path, or a branch of a work tree made by apply "
                    "(one per --series, in the same order).")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import json_flag
 from mlx_builder.build.bundle import read_bundle_json
 from mlx_builder.console import console
 from mlx_builder.build.manifest import read_manifest
@@ -49,7 +50,7 @@ def describe_manifest(m: dict) -> list[str]:
 
 @click.command("inspect")
 @click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the raw manifest JSON.")
+@json_flag(help="Print the raw manifest JSON.")
 def command(path, as_json) -> None:
     """Print a wheel's mlx-builder manifest (or a bundle's bundle.json)."""
     if path.name.endswith((".tar.gz", ".tgz")):

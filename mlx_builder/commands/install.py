@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from mlx_builder.commands.options import json_flag, python_option
 from mlx_builder.console import console
 from mlx_builder.errors import HashMismatchError, WheelError
 from mlx_builder.dist.install import (PIP_HASH_MISMATCH, choose_wheel, detect_host,
@@ -30,13 +31,12 @@ from mlx_builder.dist.wheelindex import load_listing
 @click.option("--backend", type=click.Choice(["auto", "cuda", "metal", "cpu"]),
               default="auto", show_default=True,
               help="Which kind of wheel; auto follows the detected GPU.")
-@click.option("--python", "python", default=None,
-              help="Interpreter to install into (default: this one).")
+@python_option(help="Interpreter to install into (default: this one).")
 @click.option("--pip-arg", "pip_args", multiple=True,
               help="Extra argument for pip (repeatable), e.g. --pip-arg=--no-deps.")
 @click.option("--dry-run", is_flag=True,
               help="Show the host, the choice and why, and every rejected wheel.")
-@click.option("--json", "as_json", is_flag=True, help="Print the choice as JSON.")
+@json_flag(help="Print the choice as JSON.")
 @click.pass_obj
 def command(settings: Settings, index: str, mlx: str | None, backend: str,
             python: str | None, pip_args: tuple[str, ...], dry_run: bool,

@@ -1,6 +1,13 @@
-"""Options shared by the commands: ``--mlx``. Comma lists (``--targets a,b``,
-``--dims 256,512``) are parsed by ``mlx_builder.lists``, which the library
-modules use too."""
+"""Options shared by the commands: ``--mlx``, ``--series``, ``--target``,
+``--python`` and ``--json``, each declared once here with the parameter
+name every command receives it under; a command passes its own help. Comma
+lists (``--targets a,b``, ``--dims 256,512``) are parsed by
+``mlx_builder.lists``, which the library modules use too.
+
+Two options keep their own declaration because they take something else
+under the same name: ``routes --json FILE`` (it writes the routes beside the
+printed table) and ``install --mlx`` (a wheel version or specifier, not a git
+ref)."""
 
 from __future__ import annotations
 
@@ -8,9 +15,40 @@ from typing import Any, Callable
 
 import click
 
+from mlx_builder.source.series import BUILD_TARGETS
+
 MLX_REF_HELP = "MLX version (0.32.1), main, a tag or a commit."
+SERIES_HELP = "Force a patch series."
 
 
 def mlx_ref_option(help: str = MLX_REF_HELP, **kw: Any) -> Callable:
     """``--mlx REF`` into the ``mlx_ref`` parameter."""
     return click.option("--mlx", "mlx_ref", help=help, **kw)
+
+
+def series_option(help: str = SERIES_HELP, param: str = "series_name", **kw: Any) -> Callable:
+    """``--series NAME`` (a name from patches/index.toml), default none."""
+    kw.setdefault("default", None)
+    return click.option("--series", param, help=help, **kw)
+
+
+def target_spec_option(help: str, **kw: Any) -> Callable:
+    """``--target SPEC`` (cuda-sm121, cuda, metal, cpu ...) into ``target_spec``."""
+    return click.option("--target", "target_spec", help=help, **kw)
+
+
+def patch_target_option(help: str | None = None) -> Callable:
+    """``--target cuda|metal|cpu|all``: which patches of a series (``target``)."""
+    return click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",
+                        show_default=True, help=help)
+
+
+def python_option(help: str, **kw: Any) -> Callable:
+    """``--python PATH``: the interpreter a command builds for, tests or probes."""
+    kw.setdefault("default", None)
+    return click.option("--python", "python", help=help, **kw)
+
+
+def json_flag(help: str = "Print the result as JSON.") -> Callable:
+    """``--json``: print the command's result as JSON (``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import python_option
 from mlx_builder.lists import comma_ints, comma_list
 from mlx_builder.commands.test import parse_env
 from mlx_builder.console import console, progress
@@ -24,8 +25,7 @@ def _joined(values: tuple) -> str:
 
 
 @click.command("routes")
-@click.option("--python", "python", default=None,
-              help="Interpreter whose MLX is probed (default: this one).")
+@python_option(help="Interpreter whose MLX is probed (default: this one).")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
               help=f"Environment for the probe, e.g. {PATH_ENV}=fallback (repeatable); "
                    f"{TRACE_ENV}=1 is always set.")

@@ -7,21 +7,18 @@ import json
 import click
 from rich.console import Console
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
 from mlx_builder.console import console
 from mlx_builder.errors import PatchConflictError
-from mlx_builder.source.series import BUILD_TARGETS
 from mlx_builder.source.status import render_table, status_report, to_json
 
 
 @click.command("status")
 @mlx_ref_option(default=None,
                 help="One MLX ref (default: every series at its base, and main).")
-@click.option("--series", "series_name", default=None,
-              help="Only this series (or force it for --mlx).")
-@click.option("--target", type=click.Choice(BUILD_TARGETS), default="all",
-              show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@series_option(help="Only this series (or force it for --mlx).")
+@patch_target_option()
+@json_flag(help="Machine-readable output.")
 @click.pass_obj
 def command(settings, mlx_ref, series_name, target, as_json) -> None:
     """Per patch: applies / conflicts (file:line) / already upstream.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlx_builder.commands.options import python_option
 from mlx_builder.lists import comma_list, known_items
 from mlx_builder.errors import ConfigError, WheelError
 from mlx_builder.verify.testing import (DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
@@ -39,8 +40,8 @@ def newest_wheel(folder: Path) -> Path:
 
 @click.command("test")
 @click.argument("wheel", required=False, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--python", "python", default=sys.executable, show_default="this Python",
-              help="Interpreter the test venv is made from (must match the wheel's tag).")
+@python_option(default=sys.executable, show_default="this Python",
+               help="Interpreter the test venv is made from (must match the wheel's tag).")
 @click.option("--venv", "venv_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Where the test venv goes (default: under the cache).")
 @click.option("--reuse-venv", is_flag=True, help="Keep an existing venv instead of a fresh one.")
