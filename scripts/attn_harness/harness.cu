@@ -210,22 +210,15 @@ struct Candidates {
   using C7 = void;
   using C8 = void;
 };
-template <int D, int BM, int BN, int WARPS_DV, int SLOTS>
-using RingTraits = attn::TiledTraits<D, BM, BN, WARPS_DV, SLOTS, false,
-                                     attn::MmaKind::kWarp,
-                                     attn::Pipeline::kRing>;
-// The ring with Q kept in shared memory (read with ldmatrix every step).
-template <int D, int BM, int BN, int WARPS_DV, int SLOTS>
-using RingSmemQTraits = attn::TiledTraits<D, BM, BN, WARPS_DV, SLOTS, false,
-                                          attn::MmaKind::kWarp,
-                                          attn::Pipeline::kRingSmemQ>;
+using attn::RingSmemQTiledTraits;
+using attn::RingTiledTraits;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
 struct Candidates<192> {
   using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // MLX's small before
   using C3 = void;
-  using C5 = RingTraits<192, 128, 32, 1, 3>;
+  using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
   using C6 = void;
   using C7 = void;
   using C8 = void;
@@ -234,17 +227,17 @@ template <>
 struct Candidates<256> {
   using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // MLX's small before
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
-  using C5 = RingTraits<256, 128, 48, 1, 3>; // 72 KB
-  using C6 = RingTraits<256, 128, 32, 1, 3>; // 64 KB
+  using C5 = RingTiledTraits<256, 128, 48, 1, 3>; // 72 KB
+  using C6 = RingTiledTraits<256, 128, 32, 1, 3>; // 64 KB
   using C7 = void;
-  using C8 = RingSmemQTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
+  using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
 };
 template <>
 struct Candidates<512> {
   using C2 = attn::TiledTraits<512, 64, 32, 2, 2>;        // MLX's large before
   using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
-  using C5 = RingTraits<512, 64, 32, 2, 3>; // 112 KB
-  using C6 = RingTraits<512, 64, 16, 2, 3>; // 72 KB
+  using C5 = RingTiledTraits<512, 64, 32, 2, 3>; // 112 KB
+  using C6 = RingTiledTraits<512, 64, 16, 2, 3>; // 72 KB
   using C7 = void;
   using C8 = void;
 };
