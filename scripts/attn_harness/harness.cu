@@ -228,8 +228,8 @@ struct Candidates<256> {
   using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // MLX's small before
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
   using C5 = RingTiledTraits<256, 128, 48, 1, 3>; // 72 KB
-  using C6 = RingTiledTraits<256, 128, 32, 1, 3>; // 64 KB
-  using C7 = void;
+  using C6 = RingTiledTraits<256, 128, 64, 1, 3>; // MLX's small before: Q in registers
+  using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
 };
 template <>
