@@ -216,8 +216,8 @@ using attn::RingTiledTraits;
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
 struct Candidates<192> {
-  using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // MLX's small before
-  using C3 = void;
+  using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
+  using C3 = RingTiledTraits<192, 128, 64, 1, 3>; // MLX's small before: Q in registers
   using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
   using C6 = void;
   using C7 = void;
@@ -225,7 +225,7 @@ struct Candidates<192> {
 };
 template <>
 struct Candidates<256> {
-  using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // MLX's small before
+  using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
   using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
   using C5 = RingTiledTraits<256, 128, 48, 1, 3>; // 72 KB
   using C6 = RingTiledTraits<256, 128, 64, 1, 3>; // MLX's small before: Q in registers
