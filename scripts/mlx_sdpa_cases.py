@@ -23,11 +23,12 @@ import os
 import sys
 import time
 
-# (kind, D, kv heads, qL, kL): prefill at gemma-4's two head dims, the
-# chunked-prefill step, and decode at both layer shapes.
+# (kind, D, kv heads, qL, kL): prefill at gemma-4's two head dims and at
+# 192, the chunked-prefill step, and decode at both layer shapes.
 CASES = (
     [("prefill", 256, 16, L, L) for L in (2048, 8192, 16384, 32768)]
     + [("prefill", 512, 16, L, L) for L in (2048, 8192, 16384, 32768)]
+    + [("prefill", 192, 16, L, L) for L in (2048, 8192, 16384, 32768)]
     + [("chunked", 256, 16, 2048, 32768), ("chunked", 512, 4, 2048, 32768)]
     + [("decode", 256, 16, 1, 131072), ("decode", 512, 4, 1, 131072),
        ("decode", 512, 4, 1, 32768)]
@@ -82,11 +83,13 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked", "decode"])
+    ap.add_argument("--dims", nargs="+", type=int, default=[192, 256, 512],
+                    help="head dims to run (default: all)")
     args = ap.parse_args()
     import mlx.core as mx
     env = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
     for case in CASES:
-        if case[0] not in args.kinds:
+        if case[0] not in args.kinds or case[1] not in args.dims:
             continue
         try:
             row = time_case(mx, *case, args.warmup, args.iters)

@@ -76,10 +76,12 @@ def main() -> int:
     ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked"],
                     choices=["prefill", "chunked"])
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    ap.add_argument("--dims", nargs="+", type=int, default=[192, 256, 512],
+                    help="head dims to run (default: all)")
     args = ap.parse_args()
     import torch
     for kind, D, hkv, qL, kL in CASES:
-        if kind not in args.kinds:
+        if kind not in args.kinds or D not in args.dims:
             continue
         for backend in args.backends:
             row = {"kind": kind, "D": D, "kv_heads": hkv, "qL": qL, "kL": kL,
