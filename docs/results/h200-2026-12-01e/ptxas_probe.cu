@@ -1,4 +1,4 @@
-// Registers and spills of the head-dim-256 mma.sync tiles, per architecture:
+// Registers and spills of the half-Q mma.sync tiles (head dims 192, 256), per architecture:
 //   nvcc -std=c++17 -O3 -arch=sm_XX -c -Xptxas -v -I<patched MLX tree> ptxas_probe.cu
 // Takes the address of the causal bf16 kernel of each configuration so that
 // ptxas compiles it; nothing here runs.
@@ -13,6 +13,7 @@ void* kernel_address() {
 }
 
 void* probes[] = {
+    kernel_address<attn::TiledTraitsFor<192, attn::TiledConfig::kSmall>>(),
     kernel_address<attn::TiledTraitsFor<256, attn::TiledConfig::kSmall>>(),
     kernel_address<attn::TiledTraitsFor<256, attn::TiledConfig::kMedium>>(),
 };
