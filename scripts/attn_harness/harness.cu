@@ -239,7 +239,7 @@ struct Candidates<512> {
   using C5 = RingTiledTraits<512, 64, 32, 2, 3>; // 112 KB
   using C6 = RingTiledTraits<512, 64, 16, 2, 3>; // 72 KB
   using C7 = void;
-  using C8 = void;
+  using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
 };
 
 template <typename Traits>
