@@ -40,6 +40,29 @@ def causal_pairs(qL: int, kL: int) -> int:
     return qL * (kL - qL) + qL * (qL + 1) // 2
 
 
+def tflops(D: int, qL: int, kL: int, ms: float) -> float:
+    """TFLOP/s of one causal call over the visible pairs, 4 * H * pairs * D."""
+    return 4 * HEADS * causal_pairs(qL, kL) * D / (ms * 1e-3) / 1e12
+
+
+def add_run_options(ap: argparse.ArgumentParser) -> None:
+    """The options this script shares with torch_sdpa_cases.py."""
+    ap.add_argument("--out", help="append JSON lines here too")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--dims", nargs="+", type=int, default=[192, 256, 512],
+                    help="head dims to run (default: all)")
+
+
+def emit(row: dict, out: str | None) -> None:
+    """Prints one case's JSON line and appends it to `out`, if given."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
+
+
 def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
     q = mx.random.normal((1, HEADS, qL, D)).astype(mx.bfloat16)
     k = mx.random.normal((1, hkv, kL, D)).astype(mx.bfloat16)
@@ -70,7 +93,7 @@ def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
     if kind == "decode":
         row["TB_s"] = 2 * k.nbytes / (ms * 1e-3) / 1e12
     else:
-        row["TFLOPs"] = 4 * HEADS * causal_pairs(qL, kL) * D / (ms * 1e-3) / 1e12
+        row["TFLOPs"] = tflops(D, qL, kL, ms)
     mx.clear_cache()
     return row
 
@@ -79,12 +102,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--label", required=True)
-    ap.add_argument("--out", help="append JSON lines here too")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=5)
+    add_run_options(ap)
     ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked", "decode"])
-    ap.add_argument("--dims", nargs="+", type=int, default=[192, 256, 512],
-                    help="head dims to run (default: all)")
     args = ap.parse_args()
     import mlx.core as mx
     env = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
@@ -97,11 +116,7 @@ def main() -> int:
             row = {"kind": case[0], "D": case[1], "kv_heads": case[2],
                    "qL": case[3], "kL": case[4], "error": str(exc)[:200]}
         row.update(label=args.label, env=env, mlx=mx.__version__)
-        line = json.dumps(row)
-        print(line, flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(line + "\n")
+        emit(row, args.out)
     return 0
 
 

@@ -18,13 +18,12 @@ One JSON line per case and backend; TFLOP/s count the visible pairs.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlx_sdpa_cases import CASES, HEADS, causal_pairs  # noqa: E402
+from mlx_sdpa_cases import CASES, HEADS, add_run_options, emit, tflops  # noqa: E402
 
 BACKENDS = ("flash", "cudnn", "efficient")
 
@@ -70,14 +69,10 @@ def time_case(torch, backend, D, hkv, qL, kL, warmup, iters):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", help="append JSON lines here too")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=5)
+    add_run_options(ap)
     ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked"],
                     choices=["prefill", "chunked"])
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    ap.add_argument("--dims", nargs="+", type=int, default=[192, 256, 512],
-                    help="head dims to run (default: all)")
     args = ap.parse_args()
     import torch
     for kind, D, hkv, qL, kL in CASES:
@@ -89,15 +84,11 @@ def main() -> int:
             try:
                 ms = time_case(torch, backend, D, hkv, qL, kL, args.warmup, args.iters)
                 row["ms"] = ms
-                row["TFLOPs"] = 4 * HEADS * causal_pairs(qL, kL) * D / (ms * 1e-3) / 1e12
+                row["TFLOPs"] = tflops(D, qL, kL, ms)
             except RuntimeError as exc:  # no kernel for this shape, out of memory
                 row["error"] = str(exc).splitlines()[0][:200]
             torch.cuda.empty_cache()
-            line = json.dumps(row)
-            print(line, flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(line + "\n")
+            emit(row, args.out)
     return 0
 
 
