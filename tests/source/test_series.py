@@ -42,6 +42,16 @@ def test_for_target(upstream):
         series.for_target("rocm")
 
 
+def assert_index_refused(patches_dir, mutate, message):
+    """index.toml rewritten by `mutate` fails to load with `message` (exit 12)."""
+    index = patches_dir / "index.toml"
+    index.write_text(mutate(index.read_text()))
+    with pytest.raises(SeriesError) as info:
+        load_index(patches_dir)
+    assert message in info.value.what
+    assert info.value.exit_code == 12
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda t: t.replace('target = "cuda"', 'target = "rocm"'), "target 'rocm'"),
     (lambda t: t.replace('upstream = "not-forwarded"', 'upstream = "maybe"', 1),
@@ -57,12 +67,7 @@ def test_for_target(upstream):
     (lambda t: t.replace("schema = 1", "schema = 3"), "unsupported schema"),
 ])
 def test_index_errors(upstream, mutate, message):
-    index = upstream.patches_dir / "index.toml"
-    index.write_text(mutate(index.read_text()))
-    with pytest.raises(SeriesError) as info:
-        load_index(upstream.patches_dir)
-    assert message in info.value.what
-    assert info.value.exit_code == 12
+    assert_index_refused(upstream.patches_dir, mutate, message)
 
 
 def test_missing_index(tmp_path):
@@ -242,12 +247,7 @@ def test_common_patch_is_one_entry_in_every_series(shared):
      "unknown keys colour"),
 ])
 def test_common_index_errors(shared, mutate, message):
-    index = shared.patches_dir / "index.toml"
-    index.write_text(mutate(index.read_text()))
-    with pytest.raises(SeriesError) as info:
-        load_index(shared.patches_dir)
-    assert message in info.value.what
-    assert info.value.exit_code == 12
+    assert_index_refused(shared.patches_dir, mutate, message)
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -274,12 +274,7 @@ def test_common_index_errors(shared, mutate, message):
      "upstream 1"),
 ])
 def test_index_top_level_and_names(upstream, mutate, message):
-    index = upstream.patches_dir / "index.toml"
-    index.write_text(mutate(index.read_text()))
-    with pytest.raises(SeriesError) as info:
-        load_index(upstream.patches_dir)
-    assert message in info.value.what
-    assert info.value.exit_code == 12
+    assert_index_refused(upstream.patches_dir, mutate, message)
 
 
 def test_patch_file_linked_outside_its_folder_is_refused(upstream, tmp_path):
