@@ -128,7 +128,7 @@ int launch_typed(
     std::fprintf(stderr, "smem attribute: %s\n", cudaGetErrorString(err));
     return 2;
   }
-  if constexpr (Traits::kTmaLoads) {
+  if constexpr (Traits::kTensorMaps) {
     if (int rc = encode_maps<Traits, T>(q, k, v, p)) {
       return rc;
     }
@@ -210,8 +210,13 @@ struct Candidates {
   using C7 = void;
   using C8 = void;
 };
+using attn::RingHalfQTiledTraits;
+using attn::RingQuarterQTiledTraits;
 using attn::RingSmemQTiledTraits;
 using attn::RingTiledTraits;
+// MLX's rings before their K and V tiles came by TMA: every thread's cp.async
+// and a block barrier per tile.
+constexpr attn::RingCopy kThreads = attn::RingCopy::kThreads;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -219,15 +224,15 @@ struct Candidates<192> {
   using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
   using C3 = RingTiledTraits<192, 128, 64, 1, 3>; // MLX's small before: Q in registers
   using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
-  using C6 = void;
+  using C6 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kThreads>; // small before TMA
   using C7 = void;
   using C8 = void;
 };
 template <>
 struct Candidates<256> {
   using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
-  using C3 = attn::TiledTraits<256, 64, 64, 1, 2>;
-  using C5 = RingTiledTraits<256, 128, 48, 1, 3>; // 72 KB
+  using C3 = RingHalfQTiledTraits<256, 128, 64, 1, 3, kThreads>; // medium before TMA
+  using C5 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kThreads>; // small before TMA
   using C6 = RingTiledTraits<256, 128, 64, 1, 3>; // MLX's small before: Q in registers
   using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
@@ -237,8 +242,8 @@ struct Candidates<512> {
   using C2 = attn::TiledTraits<512, 64, 32, 2, 2>;        // MLX's large before
   using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
   using C5 = RingTiledTraits<512, 64, 32, 2, 3>; // 112 KB
-  using C6 = RingTiledTraits<512, 64, 16, 2, 3>; // 72 KB
-  using C7 = void;
+  using C6 = RingHalfQTiledTraits<512, 64, 32, 2, 2, kThreads>; // large before TMA
+  using C7 = RingQuarterQTiledTraits<512, 64, 32, 2, 2, kThreads>; // small before TMA
   using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
 };
 
