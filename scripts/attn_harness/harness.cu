@@ -217,6 +217,8 @@ using attn::RingTiledTraits;
 // MLX's rings before their K and V tiles came by TMA: every thread's cp.async
 // and a block barrier per tile.
 constexpr attn::RingCopy kThreads = attn::RingCopy::kThreads;
+// The TMA ring without the early refill of K's slot (MLX's small before it).
+constexpr attn::RingCopy kTma = attn::RingCopy::kTma;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -225,7 +227,7 @@ struct Candidates<192> {
   using C3 = RingTiledTraits<192, 128, 64, 1, 3>; // MLX's small before: Q in registers
   using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
   using C6 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kThreads>; // small before TMA
-  using C7 = void;
+  using C7 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kTma>; // small, refill after the softmax
   using C8 = void;
 };
 template <>
@@ -233,7 +235,7 @@ struct Candidates<256> {
   using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
   using C3 = RingHalfQTiledTraits<256, 128, 64, 1, 3, kThreads>; // medium before TMA
   using C5 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kThreads>; // small before TMA
-  using C6 = RingTiledTraits<256, 128, 64, 1, 3>; // MLX's small before: Q in registers
+  using C6 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kTma>; // small, refill after the softmax
   using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
 };
