@@ -38,7 +38,8 @@ MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 3}
 # wgmma, sm_90a only); cand2 / cand3 / cand5 ... cand8: candidate tilings compiled only into
 # the harness (see Candidates in harness.cu).
 CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4,
-           "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8, "medium": 9}
+           "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8, "medium": 9,
+           "cand10": 10}
 NO_CONFIG = 15  # harness return code: no such candidate for this head dim
 TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 
@@ -46,7 +47,12 @@ TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 def build(args: argparse.Namespace) -> None:
     out = Path(args.out or DEFAULT_LIB)
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["nvcc", "-O3", "-std=c++17", f"-arch=sm_{args.arch}", "--shared",
+    # --code compiles the --arch code path ahead for another GPU: with
+    # --arch 80 --code 90 an H200 runs sm_80's code (cp.async, no TMA) as
+    # SASS, instead of JIT-compiling its PTX at the first launch.
+    arch = (f"-gencode=arch=compute_{args.arch},code=sm_{args.code}"
+            if args.code else f"-arch=sm_{args.arch}")
+    cmd = ["nvcc", "-O3", "-std=c++17", arch, "--shared",
            "-Xcompiler", "-fPIC", "-lineinfo", f"-I{args.mlx_src}",
            str(HERE / "harness.cu"), "-o", str(out)]
     if args.verbose:
@@ -390,6 +396,7 @@ def main() -> int:
     b = sub.add_parser("build")
     b.add_argument("--mlx-src", required=True, help="patched MLX source tree")
     b.add_argument("--arch", default="90a")
+    b.add_argument("--code", help="SASS for this GPU from --arch's code path")
     b.add_argument("--out")
     b.add_argument("--verbose", action="store_true")
     c = sub.add_parser("check")
