@@ -10,7 +10,11 @@ occupancy), MLX_CUDA_SDPA_TILED_WGMMA=0 (mma.sync on sm_90) and
 MLX_CUDA_SDPA_TILED=0 (upstream's unfused fallback). Cases: causal prefill
 qL = kL, mlx-lm's chunked prefill (2048 queries against a long cache,
 bottom-right causal) and decode (one query); bf16, 32 query heads. Each call
-is waited for (latency); the median of --iters calls after --warmup. TFLOP/s
+is waited for (latency); the median of --iters calls after --warmup. With
+--queued N, N calls are queued and waited for together instead (the time
+per call: MLX's per-call cost overlaps the GPU's work), and a "floor" line
+gives the waited-for time of a one-element add (MLX's cost per call with
+no work). TFLOP/s
 count the visible (query, key) pairs: 4 * H * pairs * D. Decode reports
 TB/s of K and V read. One JSON line per case.
 """
@@ -63,7 +67,20 @@ def emit(row: dict, out: str | None) -> None:
             f.write(line + "\n")
 
 
-def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
+def time_floor(mx, warmup, iters):
+    """The waited-for time of a one-element add: MLX's cost per call."""
+    x = mx.zeros((1,))
+    mx.eval(x)
+    times = []
+    for n in range(warmup + iters):
+        t0 = time.perf_counter()
+        mx.eval(x + n)
+        times.append(time.perf_counter() - t0)
+    times = sorted(times[warmup:])
+    return {"kind": "floor", "ms": times[len(times) // 2] * 1e3}
+
+
+def time_case(mx, kind, D, hkv, qL, kL, warmup, iters, queued=0):
     q = mx.random.normal((1, HEADS, qL, D)).astype(mx.bfloat16)
     k = mx.random.normal((1, hkv, kL, D)).astype(mx.bfloat16)
     v = mx.random.normal((1, hkv, kL, D)).astype(mx.bfloat16)
@@ -75,6 +92,11 @@ def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
         out = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
         mx.eval(out)
 
+    def queue():
+        outs = [mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+                for _ in range(queued)]
+        mx.eval(*outs)
+
     mx.reset_peak_memory()
     base = mx.get_active_memory()
     call()
@@ -84,12 +106,14 @@ def time_case(mx, kind, D, hkv, qL, kL, warmup, iters):
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
+        queue() if queued else call()
+        times.append((time.perf_counter() - t0) / max(queued, 1))
     times.sort()
     ms = times[len(times) // 2] * 1e3
     row = {"kind": kind, "D": D, "kv_heads": hkv, "qL": qL, "kL": kL,
            "ms": ms, "peak_extra_gib": peak / 2**30}
+    if queued:
+        row["queued"] = queued
     if kind == "decode":
         row["TB_s"] = 2 * k.nbytes / (ms * 1e-3) / 1e12
     else:
@@ -104,14 +128,22 @@ def main() -> int:
     ap.add_argument("--label", required=True)
     add_run_options(ap)
     ap.add_argument("--kinds", nargs="+", default=["prefill", "chunked", "decode"])
+    ap.add_argument("--queued", type=int, default=0,
+                    help="queue N calls per timing and wait for them together")
     args = ap.parse_args()
+    if args.queued < 0:
+        ap.error("--queued must be 0 (each call waited for) or more")
     import mlx.core as mx
     env = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
+    if args.queued:
+        row = time_floor(mx, args.warmup, args.iters)
+        row.update(label=args.label, env=env, mlx=mx.__version__)
+        emit(row, args.out)
     for case in CASES:
         if case[0] not in args.kinds or case[1] not in args.dims:
             continue
         try:
-            row = time_case(mx, *case, args.warmup, args.iters)
+            row = time_case(mx, *case, args.warmup, args.iters, args.queued)
         except (RuntimeError, ValueError) as exc:  # out of memory, no kernel
             row = {"kind": case[0], "D": case[1], "kv_heads": case[2],
                    "qL": case[3], "kL": case[4], "error": str(exc)[:200]}
