@@ -200,7 +200,8 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
-// 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one.
+// 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
+// 10 = a wgmma candidate (sm_90a only).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -209,6 +210,7 @@ struct Candidates {
   using C6 = void;
   using C7 = void;
   using C8 = void;
+  using C10 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -219,6 +221,11 @@ using attn::RingTiledTraits;
 constexpr attn::RingCopy kThreads = attn::RingCopy::kThreads;
 // The TMA ring without the early refill of K's slot (MLX's small before it).
 constexpr attn::RingCopy kTma = attn::RingCopy::kTma;
+// MLX's wgmma tiles at 192 / 256 before they took Q, K and V by TMA: every
+// thread's cp.async and a block barrier per step (cand10, for A/B runs).
+template <int D>
+using WgmmaCpAsyncTraits =
+    attn::TiledTraits<D, 128, 64, 1, 2, false, attn::MmaKind::kWarpgroup>;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -229,6 +236,7 @@ struct Candidates<192> {
   using C6 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kThreads>; // small before TMA
   using C7 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kTma>; // small, refill after the softmax
   using C8 = void;
+  using C10 = WgmmaCpAsyncTraits<192>;
 };
 template <>
 struct Candidates<256> {
@@ -238,6 +246,7 @@ struct Candidates<256> {
   using C6 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kTma>; // small, refill after the softmax
   using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
+  using C10 = WgmmaCpAsyncTraits<256>;
 };
 template <>
 struct Candidates<512> {
@@ -247,6 +256,7 @@ struct Candidates<512> {
   using C6 = RingHalfQTiledTraits<512, 64, 32, 2, 2, kThreads>; // large before TMA
   using C7 = RingQuarterQTiledTraits<512, 64, 32, 2, 2, kThreads>; // small before TMA
   using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
+  using C10 = void;
 };
 
 template <typename Traits>
@@ -295,6 +305,9 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 9:
       return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kMedium>>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 10:
+      return launch_or_fail<typename Candidates<D>::C10>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -361,6 +374,7 @@ int smem_bytes(int config) {
     case 7: return smem_or_fail<typename Candidates<D>::C7>();
     case 8: return smem_or_fail<typename Candidates<D>::C8>();
     case 9: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kMedium>>();
+    case 10: return smem_or_fail<typename Candidates<D>::C10>();
     default: return -1;
   }
 }
