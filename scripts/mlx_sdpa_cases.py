@@ -67,17 +67,27 @@ def emit(row: dict, out: str | None) -> None:
             f.write(line + "\n")
 
 
+def median_ms(fn, iters, per_call=1):
+    """Median over `iters` runs of fn, in ms per call (fn makes per_call)."""
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) / per_call)
+    times.sort()
+    return times[len(times) // 2] * 1e3
+
+
 def time_floor(mx, warmup, iters):
     """The waited-for time of a one-element add: MLX's cost per call."""
     x = mx.zeros((1,))
     mx.eval(x)
-    times = []
-    for n in range(warmup + iters):
-        t0 = time.perf_counter()
-        mx.eval(x + n)
-        times.append(time.perf_counter() - t0)
-    times = sorted(times[warmup:])
-    return {"kind": "floor", "ms": times[len(times) // 2] * 1e3}
+    def add():
+        mx.eval(x + 1)
+
+    for _ in range(warmup):
+        add()
+    return {"kind": "floor", "ms": median_ms(add, iters)}
 
 
 def time_case(mx, kind, D, hkv, qL, kL, warmup, iters, queued=0):
@@ -103,13 +113,7 @@ def time_case(mx, kind, D, hkv, qL, kL, warmup, iters, queued=0):
     peak = mx.get_peak_memory() - base
     for _ in range(warmup):
         call()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        queue() if queued else call()
-        times.append((time.perf_counter() - t0) / max(queued, 1))
-    times.sort()
-    ms = times[len(times) // 2] * 1e3
+    ms = median_ms(queue, iters, queued) if queued else median_ms(call, iters)
     row = {"kind": kind, "D": D, "kv_heads": hkv, "qL": qL, "kL": kL,
            "ms": ms, "peak_extra_gib": peak / 2**30}
     if queued:
