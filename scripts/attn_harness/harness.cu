@@ -7,7 +7,7 @@
 // it only instantiates and launches what the patch adds.
 
 #include "mlx/backend/cuda/device/attention_decode.cuh"
-#include "mlx/backend/cuda/device/attention_tiled.cuh"
+#include "mlx/backend/cuda/device/attention_ws.cuh"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -110,7 +110,7 @@ int launch_typed(
     void* o,
     const attn::TiledParams& p_in,
     cudaStream_t stream) {
-  auto kernel = attn::kernel_sdpa_tiled<T, Traits, M>;
+  auto kernel = attn::tiled_kernel<T, Traits, M>();
   attn::TiledParams p = p_in;
   p.num_q_tiles = (p.qL + Traits::BM - 1) / Traits::BM;
   p.q_tile_group = attn::q_tile_group_size(p.num_q_tiles, g_q_tile_groups);
@@ -161,22 +161,45 @@ int launch_typed(
   return 0;
 }
 
+// MLX's configuration C at head dim D, run as MLX runs it: with the traits
+// it takes for the mask kind (attn::TiledTraitsForMask). Candidates are
+// traits types and run as they are.
+template <int D, attn::TiledConfig C>
+struct MlxConfig {};
+
+template <typename Traits, attn::MaskKind M>
+struct ResolveTraits {
+  using type = Traits;
+};
+template <int D, attn::TiledConfig C, attn::MaskKind M>
+struct ResolveTraits<MlxConfig<D, C>, M> {
+  using type = attn::TiledTraitsForMask<D, C, M>;
+};
+
+template <typename Config, typename T, attn::MaskKind M>
+int launch_resolved(const void* q, const void* k, const void* v,
+                    const void* mask, const void* sinks, void* o,
+                    const attn::TiledParams& p, cudaStream_t s) {
+  return launch_typed<typename ResolveTraits<Config, M>::type, T, M>(
+      q, k, v, mask, sinks, o, p, s);
+}
+
 template <typename Traits, typename T>
 int launch_mask(int mask_kind, const void* q, const void* k, const void* v,
                 const void* mask, const void* sinks, void* o,
                 const attn::TiledParams& p, cudaStream_t s) {
   switch (mask_kind) {
     case 0:
-      return launch_typed<Traits, T, attn::MaskKind::kNone>(
+      return launch_resolved<Traits, T, attn::MaskKind::kNone>(
           q, k, v, mask, sinks, o, p, s);
     case 1:
-      return launch_typed<Traits, T, attn::MaskKind::kCausal>(
+      return launch_resolved<Traits, T, attn::MaskKind::kCausal>(
           q, k, v, mask, sinks, o, p, s);
     case 2:
-      return launch_typed<Traits, T, attn::MaskKind::kArray>(
+      return launch_resolved<Traits, T, attn::MaskKind::kArray>(
           q, k, v, mask, sinks, o, p, s);
     case 3:
-      return launch_typed<Traits, T, attn::MaskKind::kBool>(
+      return launch_resolved<Traits, T, attn::MaskKind::kBool>(
           q, k, v, mask, sinks, o, p, s);
     default:
       return 10;
@@ -201,7 +224,7 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
 // 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
-// 10 = a wgmma candidate (sm_90a only).
+// 10-13 = wgmma candidates (sm_90a only).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -211,6 +234,9 @@ struct Candidates {
   using C7 = void;
   using C8 = void;
   using C10 = void;
+  using C11 = void;
+  using C12 = void;
+  using C13 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -237,6 +263,9 @@ struct Candidates<192> {
   using C7 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kTma>; // small, refill after the softmax
   using C8 = void;
   using C10 = WgmmaCpAsyncTraits<192>;
+  using C11 = void;
+  using C12 = void;
+  using C13 = void;
 };
 template <>
 struct Candidates<256> {
@@ -247,6 +276,9 @@ struct Candidates<256> {
   using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
   using C10 = WgmmaCpAsyncTraits<256>;
+  using C11 = void;
+  using C12 = void;
+  using C13 = void;
 };
 template <>
 struct Candidates<512> {
@@ -256,7 +288,13 @@ struct Candidates<512> {
   using C6 = RingHalfQTiledTraits<512, 64, 32, 2, 2, kThreads>; // large before TMA
   using C7 = RingQuarterQTiledTraits<512, 64, 32, 2, 2, kThreads>; // small before TMA
   using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
-  using C10 = void;
+  // MLX's wgmma block before the warp-specialized one (its array-mask
+  // block still), and the warp-specialized block itself, every mask kind
+  // included (BN, K slots, V slots).
+  using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
+  using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
+  using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
+  using C13 = void;
 };
 
 template <typename Traits>
@@ -277,10 +315,10 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
                   cudaStream_t s) {
   switch (config) {
     case 0:
-      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kSmall>>(
+      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kSmall>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 1:
-      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kLarge>>(
+      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kLarge>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 2:
       return launch_or_fail<typename Candidates<D>::C2>(
@@ -289,7 +327,7 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
       return launch_or_fail<typename Candidates<D>::C3>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 4:
-      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kHopper>>(
+      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kHopper>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 5:
       return launch_or_fail<typename Candidates<D>::C5>(
@@ -304,10 +342,19 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
       return launch_or_fail<typename Candidates<D>::C8>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 9:
-      return launch_or_fail<attn::TiledTraitsFor<D, attn::TiledConfig::kMedium>>(
+      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kMedium>>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 10:
       return launch_or_fail<typename Candidates<D>::C10>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 11:
+      return launch_or_fail<typename Candidates<D>::C11>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 12:
+      return launch_or_fail<typename Candidates<D>::C12>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 13:
+      return launch_or_fail<typename Candidates<D>::C13>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -375,6 +422,9 @@ int smem_bytes(int config) {
     case 8: return smem_or_fail<typename Candidates<D>::C8>();
     case 9: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kMedium>>();
     case 10: return smem_or_fail<typename Candidates<D>::C10>();
+    case 11: return smem_or_fail<typename Candidates<D>::C11>();
+    case 12: return smem_or_fail<typename Candidates<D>::C12>();
+    case 13: return smem_or_fail<typename Candidates<D>::C13>();
     default: return -1;
   }
 }

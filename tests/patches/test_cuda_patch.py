@@ -94,7 +94,7 @@ def test_kernel_sources_exist_once():
     kernel = new_files(cuda_patches()[0][1].path.read_text())
     assert set(kernel) == {
         f"mlx/backend/cuda/device/attention_{n}.cuh"
-        for n in ("mask", "mma", "softmax", "tiled", "wgmma")}
+        for n in ("mask", "mma", "softmax", "tiled", "wgmma", "ws")}
     carriers: dict[str, list[str]] = {}
     for path in sorted(PATCHES.glob("*/*.patch")):
         for match in KERNEL_SOURCE.finditer(path.read_text()):
