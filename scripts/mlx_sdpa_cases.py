@@ -27,11 +27,13 @@ import os
 import sys
 import time
 
-# (kind, D, kv heads, qL, kL): prefill at gemma-4's two head dims and at
-# 192, the chunked-prefill step, and decode at both layer shapes.
+# (kind, D, kv heads, qL, kL): prefill at gemma-4's two head dims (512 also
+# with its global layers' 4 KV heads) and at 192, the chunked-prefill step,
+# and decode at both layer shapes.
 CASES = (
     [("prefill", 256, 16, L, L) for L in (2048, 8192, 16384, 32768)]
     + [("prefill", 512, 16, L, L) for L in (2048, 8192, 16384, 32768)]
+    + [("prefill", 512, 4, L, L) for L in (2048, 8192, 16384, 32768)]
     + [("prefill", 192, 16, L, L) for L in (2048, 8192, 16384, 32768)]
     + [("chunked", 256, 16, 2048, 32768), ("chunked", 512, 4, 2048, 32768)]
     + [("decode", 256, 16, 1, 131072), ("decode", 512, 4, 1, 131072),
