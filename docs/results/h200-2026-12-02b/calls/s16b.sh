@@ -1,0 +1,38 @@
+#!/bin/bash
+# Device call s16b (issue 25), harness build ws2: the warp-specialized block with
+# S_{i+1} = Q K_{i+1}^T issued before the softmax of S_i (two score tiles in
+# flight, the last 128 head dims of Q kept in shared memory); cand10-13 =
+# BN / K slots / V slots 48/2/2, 32/3/3, 32/2/4, 32/4/2. Checks, A/B against
+# MLX's split block (hopper) at 32/16 and 32/4 heads, sanitizers with the whole
+# racecheck report, ncu at 8k.
+export PYTHONUNBUFFERED=1
+TP=/opt/torch/.venv/bin/python
+H=scripts/attn_harness
+L=/tmp/ws2/libattn_harness.so
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+mkdir -p /tmp/ws2 && cp .carry/ws2/libattn_harness.so $L
+for c in cand10 cand11 cand12 cand13; do
+  timeout 60 $TP $H/run.py check --lib $L --config $c --dims 512 --quick --seed 201 --json $OUT/check_$c.json 2>&1 | tail -1 | sed "s/^/check $c: /"
+done
+for r in 1 2; do for hkv in 16 4; do
+  timeout 90 $TP $H/run.py bench --lib $L --dims 512 --configs hopper cand10 cand11 cand12 cand13 --lengths 2048 8192 16384 32768 --iters 5 --no-torch --q-tile-groups 4 --hkv $hkv --json $OUT/bench_kv${hkv}_$r.json > /dev/null 2>&1
+done; done
+python3 - <<'P'
+import json,os,glob
+O=os.environ["OUT"]
+for f in sorted(glob.glob(O+"/bench_*.json")):
+    for r in json.load(open(f)):
+        print(os.path.basename(f)[:-5], r["D"], r["L"], " ".join(f"{k.replace('ours_','')} {v:.1f}" for k,v in r.items() if k.startswith("ours_") and not k.endswith("_ms") and isinstance(v,(int,float))))
+P
+timeout 100 $TP $H/run.py check --lib $L --config cand10 --dims 512 --seed 202 --json $OUT/check_full_cand10.json 2>&1 | tail -1 | sed "s/^/check full cand10: /"
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+for t in memcheck synccheck; do
+  timeout 60 $CS --tool $t $TP $H/run.py check --lib $L --config cand10 --dims 512 --quick --sample 3 --seed 7 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2 | tr '\n' ' ' | sed "s|^|$t cand10: |"; echo
+done
+timeout 90 $CS --tool racecheck --racecheck-report all $TP $H/run.py check --lib $L --config cand10 --dims 512 --quick --sample 2 --seed 7 > $OUT/racecheck_cand10.txt 2>&1
+grep -E "SUMMARY|passed|failed" $OUT/racecheck_cand10.txt | tail -2 | tr '\n' ' ' | sed "s|^|racecheck cand10: |"; echo
+grep -E -A6 "Error|Warning: Race|hazard" $OUT/racecheck_cand10.txt | head -40
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+timeout 60 $NCU --clock-control none --kernel-name regex:kernel_sdpa --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --metrics lts__t_bytes.sum.per_second,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__inst_executed_pipe_tensor_op_gmma.sum \
+  $TP $H/run.py bench --lib $L --dims 512 --configs cand10 --lengths 8192 --iters 1 --no-torch --q-tile-groups 4 > $OUT/ncu_cand10.txt 2>&1
+grep -E "Throughput|Duration|lts__t_bytes|wavefronts|inst_executed|Elapsed Cycles|Stall|Warp Cycles" $OUT/ncu_cand10.txt | sed "s/^/ncu cand10: /" | head -30
