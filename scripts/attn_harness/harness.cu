@@ -224,7 +224,7 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
 // 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
-// 10-13 = wgmma candidates (sm_90a only).
+// 10-12 = wgmma candidates (sm_90a only).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -236,7 +236,6 @@ struct Candidates {
   using C10 = void;
   using C11 = void;
   using C12 = void;
-  using C13 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -265,7 +264,6 @@ struct Candidates<192> {
   using C10 = WgmmaCpAsyncTraits<192>;
   using C11 = void;
   using C12 = void;
-  using C13 = void;
 };
 template <>
 struct Candidates<256> {
@@ -278,7 +276,6 @@ struct Candidates<256> {
   using C10 = WgmmaCpAsyncTraits<256>;
   using C11 = void;
   using C12 = void;
-  using C13 = void;
 };
 template <>
 struct Candidates<512> {
@@ -294,7 +291,6 @@ struct Candidates<512> {
   using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
-  using C13 = void;
 };
 
 template <typename Traits>
@@ -352,9 +348,6 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 12:
       return launch_or_fail<typename Candidates<D>::C12>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 13:
-      return launch_or_fail<typename Candidates<D>::C13>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -424,7 +417,6 @@ int smem_bytes(int config) {
     case 10: return smem_or_fail<typename Candidates<D>::C10>();
     case 11: return smem_or_fail<typename Candidates<D>::C11>();
     case 12: return smem_or_fail<typename Candidates<D>::C12>();
-    case 13: return smem_or_fail<typename Candidates<D>::C13>();
     default: return -1;
   }
 }
