@@ -253,8 +253,7 @@ using WgmmaCpAsyncTraits =
     attn::TiledTraits<D, 128, 64, 1, 2, false, attn::MmaKind::kWarpgroup>;
 // MLX's wgmma tiles at 192 / 256 with other key tiles: BN 64 (MLX's before
 // they took the widest that fits: 112 / 80), 80 and 96 at 192.
-template <int D, int BN>
-using WgmmaBnTraits = attn::WgmmaTiledTraits<D, BN>;
+using attn::WgmmaTiledTraits;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -264,10 +263,10 @@ struct Candidates<192> {
   using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
   using C6 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kThreads>; // small before TMA
   using C7 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kTma>; // small, refill after the softmax
-  using C8 = WgmmaBnTraits<192, 80>;
+  using C8 = WgmmaTiledTraits<192, 80>;
   using C10 = WgmmaCpAsyncTraits<192>;
-  using C11 = WgmmaBnTraits<192, 64>; // MLX's hopper tiles before
-  using C12 = WgmmaBnTraits<192, 96>;
+  using C11 = WgmmaTiledTraits<192, 64>; // MLX's hopper tiles before
+  using C12 = WgmmaTiledTraits<192, 96>;
 };
 template <>
 struct Candidates<256> {
@@ -278,7 +277,7 @@ struct Candidates<256> {
   using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
   using C10 = WgmmaCpAsyncTraits<256>;
-  using C11 = WgmmaBnTraits<256, 64>; // MLX's hopper tiles before
+  using C11 = WgmmaTiledTraits<256, 64>; // MLX's hopper tiles before
   using C12 = void;
 };
 template <>
