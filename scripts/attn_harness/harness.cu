@@ -224,7 +224,7 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
 // 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
-// 10-12 = wgmma candidates (sm_90a only; cand8 at head dim 192 is one too).
+// 10-13 = wgmma candidates (sm_90a only; cand8 at head dim 192 is one too).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -236,6 +236,7 @@ struct Candidates {
   using C10 = void;
   using C11 = void;
   using C12 = void;
+  using C13 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -254,6 +255,10 @@ using WgmmaCpAsyncTraits =
 // MLX's wgmma tiles at 192 / 256 with other key tiles: BN 64 (MLX's before
 // they took the widest that fits: 112 / 80), 80 and 96 at 192.
 using attn::WgmmaTiledTraits;
+// MLX's wgmma tiles at 192 / 256 with P V as one m64nDk16 per k16 step
+// (MLX's at 256; cand13 at 192), and at 256 with four m64n64k16 (cand12,
+// MLX's before).
+using attn::WidePvTraits;
 // The staged 4-warp tiles the ring replaced in MLX's small configuration
 // (and, at 512, in its large one) stay here for A/B runs.
 template <>
@@ -267,6 +272,7 @@ struct Candidates<192> {
   using C10 = WgmmaCpAsyncTraits<192>;
   using C11 = WgmmaTiledTraits<192, 64>; // MLX's hopper tiles before
   using C12 = WgmmaTiledTraits<192, 96>;
+  using C13 = WidePvTraits<192, 112>; // P V as one m64n192k16 per k16 step
 };
 template <>
 struct Candidates<256> {
@@ -278,7 +284,8 @@ struct Candidates<256> {
   using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
   using C10 = WgmmaCpAsyncTraits<256>;
   using C11 = WgmmaTiledTraits<256, 64>; // MLX's hopper tiles before
-  using C12 = void;
+  using C12 = WgmmaTiledTraits<256, 80>; // MLX's hopper tiles before: P V as four m64n64k16
+  using C13 = void;
 };
 template <>
 struct Candidates<512> {
@@ -294,6 +301,7 @@ struct Candidates<512> {
   using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
+  using C13 = void;
 };
 
 template <typename Traits>
@@ -351,6 +359,9 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 12:
       return launch_or_fail<typename Candidates<D>::C12>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 13:
+      return launch_or_fail<typename Candidates<D>::C13>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -420,6 +431,7 @@ int smem_bytes(int config) {
     case 10: return smem_or_fail<typename Candidates<D>::C10>();
     case 11: return smem_or_fail<typename Candidates<D>::C11>();
     case 12: return smem_or_fail<typename Candidates<D>::C12>();
+    case 13: return smem_or_fail<typename Candidates<D>::C13>();
     default: return -1;
   }
 }
