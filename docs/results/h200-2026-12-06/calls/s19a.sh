@@ -25,13 +25,7 @@ timeout 60 $TP $H/run.py bench --lib $L --dims 256 --configs hopper cand13 --len
 for g in 1 2 4 8; do
   timeout 60 $TP $H/run.py bench --lib $L --dims 512 --configs hopper --lengths 8192 16384 32768 --iters 5 --no-torch --q-tile-groups $g --json $OUT/hb_d512_g$g.json > /dev/null 2>&1
 done
-python3 - <<'P' | tee $OUT/harness.txt
-import json,os,glob
-O=os.environ["OUT"]
-for f in sorted(glob.glob(O+"/hb_*.json")):
-    for r in json.load(open(f)):
-        print(os.path.basename(f)[3:-5], r["D"], r["Hkv"], r["L"], " ".join(f"{k.replace('ours_','')} {v:.1f}" for k,v in r.items() if not k.endswith("_ms") and isinstance(v,(int,float)) and k not in ("D","Hkv","L","qL","B","H","one_block_per_sm","q_tile_groups")))
-P
+python3 scripts/device_summary.py harness $OUT/hb_*.json | tee $OUT/harness.txt
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 for c in "cand13 256" "cand12 192"; do
   set -- $c

@@ -26,15 +26,9 @@ if [ "$MIN" = 1 ]; then
   timeout 45 $P scripts/mlx_sdpa_cases.py --label default --iters 3 --dims 256 512 --kinds prefill --out $M > /dev/null 2>&1
   timeout 45 $TP scripts/torch_sdpa_cases.py --iters 3 --dims 256 512 --kinds prefill --backends flash cudnn efficient --out $M > /dev/null 2>&1
 else
-timeout 90 $P scripts/mlx_sdpa_cases.py --label default --iters 3 --kinds prefill chunked --out $M > /dev/null 2>&1
-timeout 45 $P scripts/mlx_sdpa_cases.py --label default-queued8 --iters 3 --queued 8 --kinds prefill --out $M > /dev/null 2>&1
-MLX_CUDA_SDPA_TILED=0 MLX_CUDA_SDPA_DECODE=0 MLX_CUDA_USE_CUDNN_SDPA=0 MLX_SDPA_FALLBACK_CHUNK_BYTES=0 timeout 60 $P scripts/mlx_sdpa_cases.py --label fallback --iters 2 --dims 256 512 --kinds prefill chunked --out $M > /dev/null 2>&1
-timeout 60 $TP scripts/torch_sdpa_cases.py --iters 3 --backends flash cudnn efficient --out $M > /dev/null 2>&1
+  timeout 90 $P scripts/mlx_sdpa_cases.py --label default --iters 3 --kinds prefill chunked --out $M > /dev/null 2>&1
+  timeout 45 $P scripts/mlx_sdpa_cases.py --label default-queued8 --iters 3 --queued 8 --kinds prefill --out $M > /dev/null 2>&1
+  MLX_CUDA_SDPA_TILED=0 MLX_CUDA_SDPA_DECODE=0 MLX_CUDA_USE_CUDNN_SDPA=0 MLX_SDPA_FALLBACK_CHUNK_BYTES=0 timeout 60 $P scripts/mlx_sdpa_cases.py --label fallback --iters 2 --dims 256 512 --kinds prefill chunked --out $M > /dev/null 2>&1
+  timeout 60 $TP scripts/torch_sdpa_cases.py --iters 3 --backends flash cudnn efficient --out $M > /dev/null 2>&1
 fi
-python3 - <<'P' | tee $OUT/mlx.txt
-import json,os
-for l in open(os.environ["OUT"]+"/cases.jsonl"):
-    r=json.loads(l)
-    if r['kind']=='floor': print(r['label'], 'floor', f"{r['ms']*1e3:.1f} us"); continue
-    print(r['label'], r.get('backend',''), r['kind'], r['D'], r.get('kv_heads',''), r['qL'], r['kL'], f"{r['ms']:.3f} ms {r['TFLOPs']:.0f} TF/s" if 'TFLOPs' in r else (f"{r['ms']:.3f} ms {r.get('TB_s',0):.2f} TB/s" if 'ms' in r else r.get('error','')[:60]), f"peak+{r['peak_extra_gib']:.2f}" if 'peak_extra_gib' in r else "")
-P
+python3 scripts/device_summary.py cases $M | tee $OUT/mlx.txt
