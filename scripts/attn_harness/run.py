@@ -435,8 +435,10 @@ def main() -> int:
                         "(mlx-lm's chunked prefill: 2048; default: qL = kL)")
     r.add_argument("--q-tile-groups", type=int, default=1 << 30,
                    help="groups each head's query tiles are split into for the "
-                        "block order (MLX: 4; the default, one tile per group, "
-                        "is the order before)")
+                        "block order (MLX: 1 for the wgmma tiles from 128 query "
+                        "tiles per head; below that one tile per group for them "
+                        "at 192 / 256 and 4 otherwise; the default, one tile "
+                        "per group, is the order before)")
     r.add_argument("--one-block-per-sm", action="store_true",
                    help="reserve shared memory so one block runs per "
                         "multiprocessor (the GB10 proxy)")
