@@ -224,7 +224,7 @@ int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
 // Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
 // 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
 // 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
-// 10-13 = wgmma candidates (sm_90a only; cand8 at head dim 192 is one too).
+// 10-14 = wgmma candidates (sm_90a only; cand8 at head dim 192 is one too).
 template <int D>
 struct Candidates {
   using C2 = void;
@@ -237,6 +237,7 @@ struct Candidates {
   using C11 = void;
   using C12 = void;
   using C13 = void;
+  using C14 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -273,6 +274,7 @@ struct Candidates<192> {
   using C11 = WgmmaTiledTraits<192, 64>; // MLX's hopper tiles before
   using C12 = WgmmaTiledTraits<192, 96>;
   using C13 = WidePvTraits<192, 112>; // P V as one m64n192k16 per k16 step
+  using C14 = attn::BlockedTma<WgmmaTiledTraits<192, 112>>; // MLX's, one TMA copy per K / V tile
 };
 template <>
 struct Candidates<256> {
@@ -286,6 +288,7 @@ struct Candidates<256> {
   using C11 = WgmmaTiledTraits<256, 64>; // MLX's hopper tiles before
   using C12 = WgmmaTiledTraits<256, 80>; // MLX's hopper tiles before: P V as four m64n64k16
   using C13 = void;
+  using C14 = attn::BlockedTma<WidePvTraits<256, 80>>; // MLX's, one TMA copy per K / V tile
 };
 template <>
 struct Candidates<512> {
@@ -302,6 +305,8 @@ struct Candidates<512> {
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
   using C13 = void;
+  // MLX's, one TMA copy per K tile and per half of a V tile.
+  using C14 = attn::BlockedTma<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
 };
 
 template <typename Traits>
@@ -362,6 +367,9 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 13:
       return launch_or_fail<typename Candidates<D>::C13>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 14:
+      return launch_or_fail<typename Candidates<D>::C14>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -432,6 +440,7 @@ int smem_bytes(int config) {
     case 11: return smem_or_fail<typename Candidates<D>::C11>();
     case 12: return smem_or_fail<typename Candidates<D>::C12>();
     case 13: return smem_or_fail<typename Candidates<D>::C13>();
+    case 14: return smem_or_fail<typename Candidates<D>::C14>();
     default: return -1;
   }
 }

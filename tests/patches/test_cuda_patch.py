@@ -162,6 +162,14 @@ def test_tile_configs_fit_their_shared_memory(harness_lib, D):
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_one_copy_per_tile_keeps_the_wgmma_layout(harness_lib, D):
+    # cand14 = BlockedTma<MLX's wgmma traits>: one TMA copy per K / V tile
+    # lands the same bytes where the per-block copies did.
+    assert harness_lib.harness_smem_bytes(D, 14) == harness_lib.harness_smem_bytes(D, 4)
+
+
+@pytest.mark.nvcc
 def test_unknown_head_dim_is_rejected(harness_lib):
     assert harness_lib.harness_smem_bytes(160, 0) == -1
 
