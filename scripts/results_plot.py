@@ -1,0 +1,64 @@
+"""The figure most results folders draw: TFLOP/s through MLX and torch by
+sequence length, one panel per head dim, from a device call's cases JSONL
+(scripts/mlx_sdpa_cases.py and scripts/torch_sdpa_cases.py lines).
+
+A folder's plot.py imports it:
+
+    sys.path.insert(0, str(HERE.parents[2] / "scripts"))
+    from results_plot import plot_mlx_tflops
+"""
+
+import json
+from pathlib import Path
+
+LENGTHS = (2048, 8192, 16384, 32768)
+DIMS = (192, 256, 512)
+# (legend, label in the JSONL, line style, color)
+CURVES = (
+    ("ours through MLX, waited", "default", "o-", "C0"),
+    ("ours, 8 queued per wait", "default-queued8", "o:", "C1"),
+    ("torch cuDNN", "torch-cudnn", "^-", "C2"),
+    ("torch FA2", "torch-flash", "v-", "C3"),
+    ("torch mem-efficient", "torch-efficient", "d-", "C4"),
+    ("upstream fallback", "fallback", "x-", "C5"),
+)
+
+
+def prefill_tflops(cases: Path, label: str, D: int, kv_heads: int = 16,
+                   lengths=LENGTHS) -> list:
+    """TFLOP/s of causal prefill (qL = kL) by length; None where absent."""
+    by_len = {}
+    for line in cases.read_text().splitlines():
+        r = json.loads(line)
+        if (r.get("label") == label and r.get("kind") == "prefill" and r.get("D") == D
+                and r.get("kv_heads") == kv_heads and "TFLOPs" in r
+                and r.get("qL") == r.get("kL")):
+            by_len[r["qL"]] = r["TFLOPs"]
+    return [by_len.get(L) for L in lengths]
+
+
+def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,
+                    lengths=LENGTHS) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(dims), figsize=(5 * len(dims), 4.2))
+    x = range(len(lengths))
+    for ax, D in zip(axes, dims):
+        for legend, label, style, color in CURVES:
+            pts = [(i, y) for i, y in zip(x, prefill_tflops(cases, label, D, lengths=lengths))
+                   if y is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, color=color, label=legend)
+        ax.set_xticks(list(x), [f"{L // 1024}k" for L in lengths])
+        ax.set_title(f"head dim {D}")
+        ax.set_xlabel("sequence length (causal, 32 / 16 heads, bf16)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("TFLOP/s")
+    axes[min(1, len(dims) - 1)].legend(fontsize=8, loc="center right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,63 @@
+"""scripts/results_plot.py: the through-MLX TFLOP/s figure of a results
+folder, read from a device call's cases JSONL."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "results_plot.py"
+RECORDED = ROOT / "docs" / "results" / "h200-2026-12-06b" / "mlx" / "call1-cases.jsonl"
+
+
+@pytest.fixture(scope="module")
+def rp():
+    spec = importlib.util.spec_from_file_location("results_plot", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_cases(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def case(label, D, qL, kL, tflops, kind="prefill", kv=16):
+    return {"label": label, "kind": kind, "D": D, "kv_heads": kv, "qL": qL,
+            "kL": kL, "TFLOPs": tflops}
+
+
+def test_prefill_by_length_in_order_with_gaps(rp, tmp_path):
+    cases = write_cases(tmp_path / "c.jsonl", [
+        case("default", 256, 16384, 16384, 640.0),
+        case("default", 256, 2048, 2048, 275.0),
+        case("default", 256, 8192, 8192, 575.0, kv=4),        # other KV heads
+        case("default", 256, 2048, 32768, 594.0, kind="chunked"),
+        case("default", 512, 32768, 32768, 465.0),           # other head dim
+        case("torch-cudnn", 256, 32768, 32768, 639.0),       # other label
+        {"label": "default", "kind": "prefill", "D": 256, "kv_heads": 16,
+         "qL": 32768, "kL": 32768, "error": "out of memory"},  # no figure
+    ])
+    assert rp.prefill_tflops(cases, "default", 256) == [275.0, None, 640.0, None]
+    assert rp.prefill_tflops(cases, "default", 256, kv_heads=4) == [None, 575.0, None, None]
+    assert rp.prefill_tflops(cases, "torch-cudnn", 256) == [None, None, None, 639.0]
+
+
+def test_recorded_call_gives_every_length_for_ours_and_cudnn(rp):
+    ours = rp.prefill_tflops(RECORDED, "default", 256)
+    cudnn = rp.prefill_tflops(RECORDED, "torch-cudnn", 256)
+    assert all(v is not None and v > 0 for v in ours + cudnn)
+    # head dim 512 has no torch cuDNN kernel: the call recorded none
+    assert rp.prefill_tflops(RECORDED, "torch-cudnn", 512) == [None] * 4
+
+
+def test_plot_writes_a_png(rp, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "f.png"
+    rp.plot_mlx_tflops(RECORDED, out, "title")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
