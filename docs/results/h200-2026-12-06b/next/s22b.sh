@@ -1,0 +1,25 @@
+#!/bin/bash
+# Planned device call s22b (issue 25), not run yet: session 21's wheel
+# (patch 0020 with gmma_advance_low in the warp-specialized block; built on
+# the CPU machine into .carry/whl21) through MLX. Upstream's test_fast_sdpa
+# (.carry/up) and the memory bounds first; then prefill at 192 / 256 / 512
+# (512 also with 4 KV heads) and mlx-lm's chunked step, waited and 8 queued
+# per wait, beside torch (its own process) and upstream's fallback on the
+# same wheel. Carries .carry/whl21, .carry/wh2, .carry/up. s22c runs the
+# suite on the same warm machine afterwards.
+. scripts/device_call.sh
+budget_start 480
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+mlx_venv .carry/whl21 || exit $?
+(cd .carry/up && timeout -s INT 60 $P -m pytest -q -p no:cacheprovider test_fast_sdpa.py 2>&1 | tail -1) | sed "s/^/upstream test_fast_sdpa: /" | tee $OUT/tests.txt
+S=mlx_builder/suites/sdpa
+timeout -s INT 40 $P -m pytest -q -p no:cacheprovider -m "" --confcutdir=$S $S/test_memory.py 2>&1 | tail -1 | sed "s/^/memory: /" | tee -a $OUT/tests.txt
+M=/tmp/s22b.jsonl
+go "waited" && timeout 100 $P scripts/mlx_sdpa_cases.py --label default --iters 3 --kinds prefill chunked --out $M > /dev/null 2>&1
+go "queued" && timeout 60 $P scripts/mlx_sdpa_cases.py --label default-queued8 --iters 3 --queued 8 --kinds prefill --out $M > /dev/null 2>&1
+go "torch" && timeout 70 $TP scripts/torch_sdpa_cases.py --iters 3 --backends flash cudnn efficient --out $M > /dev/null 2>&1
+go "fallback" && MLX_CUDA_SDPA_TILED=0 MLX_CUDA_SDPA_DECODE=0 MLX_CUDA_USE_CUDNN_SDPA=0 MLX_SDPA_FALLBACK_CHUNK_BYTES=0 timeout 60 $P scripts/mlx_sdpa_cases.py --label fallback --iters 2 --dims 256 512 --kinds prefill chunked --out $M > /dev/null 2>&1
+go "queued, second round" && timeout 60 $P scripts/mlx_sdpa_cases.py --label default-queued8-r2 --iters 3 --queued 8 --kinds prefill --out $M > /dev/null 2>&1
+cp $M $OUT/cases.jsonl
+python3 scripts/device_summary.py cases $M | tee $OUT/mlx.txt
+echo "done in $((SECONDS - T0)) s"
