@@ -1,7 +1,9 @@
 #!/bin/bash
 # Planned device call s22b (issue 25), not run yet: session 21's wheel
-# (patch 0020 with gmma_advance_low in the warp-specialized block; built on
-# the CPU machine into .carry/whl21) through MLX. Upstream's test_fast_sdpa
+# (mlx-0.32.2+mlxb.846d176227a0.590dee87.cu90a: patch 0020 with
+# gmma_advance_low in the warp-specialized block, and the launchers' device
+# attributes and shared memory limits set once per device; built on the CPU
+# machine into .carry/whl21) through MLX. Upstream's test_fast_sdpa
 # (.carry/up) and the memory bounds first; then prefill at 192 / 256 / 512
 # (512 also with 4 KV heads) and mlx-lm's chunked step, waited and 8 queued
 # per wait, beside torch (its own process) and upstream's fallback on the
