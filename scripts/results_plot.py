@@ -24,12 +24,17 @@ CURVES = (
 )
 
 
-def prefill_tflops(cases: Path, label: str, D: int, kv_heads: int = 16,
+def read_cases(cases: Path) -> list:
+    return [json.loads(line) for line in cases.read_text().splitlines()]
+
+
+def prefill_tflops(cases, label: str, D: int, kv_heads: int = 16,
                    lengths=LENGTHS) -> list:
-    """TFLOP/s of causal prefill (qL = kL) by length; None where absent."""
+    """TFLOP/s of causal prefill (qL = kL) by length; None where absent.
+    `cases`: a JSONL path, or its rows (read_cases)."""
+    rows = read_cases(cases) if isinstance(cases, Path) else cases
     by_len = {}
-    for line in cases.read_text().splitlines():
-        r = json.loads(line)
+    for r in rows:
         if (r.get("label") == label and r.get("kind") == "prefill" and r.get("D") == D
                 and r.get("kv_heads") == kv_heads and "TFLOPs" in r
                 and r.get("qL") == r.get("kL")):
@@ -44,11 +49,12 @@ def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = read_cases(cases)
     fig, axes = plt.subplots(1, len(dims), figsize=(5 * len(dims), 4.2))
     x = range(len(lengths))
     for ax, D in zip(axes, dims):
         for legend, label, style, color in CURVES:
-            pts = [(i, y) for i, y in zip(x, prefill_tflops(cases, label, D, lengths=lengths))
+            pts = [(i, y) for i, y in zip(x, prefill_tflops(rows, label, D, lengths=lengths))
                    if y is not None]
             if pts:
                 ax.plot(*zip(*pts), style, color=color, label=legend)
