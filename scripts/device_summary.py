@@ -6,7 +6,7 @@ call's printed log (the files themselves come back beside it).
     python3 scripts/device_summary.py cases OUT/cases.jsonl
 
 `harness`: the JSON lists `attn_harness/run.py bench --json` writes; each
-line is the file's tag (hb_<tag>.json), D, KV heads, L and every TFLOP/s
+line is the file's tag (its name less `.json` and any `hb_`), D, KV heads, L and every TFLOP/s
 figure. `cases`: the JSON lines of mlx_sdpa_cases.py / torch_sdpa_cases.py;
 each line is label, backend, kind, D, KV heads, qL, kL and the time with
 TFLOP/s or TB/s (or the error), and the peak extra memory where recorded.
@@ -26,7 +26,7 @@ HARNESS_CASE_KEYS = ("D", "Hkv", "L", "qL", "B", "H", "one_block_per_sm",
 
 
 def harness_lines(path: str) -> list[str]:
-    tag = os.path.basename(path)[3:-5]  # hb_<tag>.json
+    tag = os.path.basename(path).removesuffix(".json").removeprefix("hb_")
     with open(path) as f:
         records = json.load(f)
     lines = []

@@ -42,6 +42,14 @@ def test_harness_line_keeps_figures_and_drops_case_keys(ds, tmp_path):
         "d256_1 256 16 8192 hopper 612.3 torch_cudnn 660.0"]
 
 
+def test_harness_tag_keeps_names_without_the_prefix(ds, tmp_path):
+    path = tmp_path / "G_r2_hopper_d512_8192.json"
+    path.write_text(json.dumps([{"D": 512, "Hkv": 4, "L": 8192,
+                                 "ours_hopper": 480.0}]))
+    assert ds.harness_lines(str(path)) == [
+        "G_r2_hopper_d512_8192 512 4 8192 hopper 480.0"]
+
+
 def test_case_lines_cover_each_kind_of_record(ds):
     base = {"label": "default", "kind": "prefill", "D": 256, "kv_heads": 16,
             "qL": 8192, "kL": 8192}

@@ -304,7 +304,8 @@ struct Candidates<512> {
   using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
-  using C13 = void;
+  // MLX's, its K tiles copied by the first P V warpgroup.
+  using C13 = attn::KCopiesByPv<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
   // MLX's, one TMA copy per K tile and per half of a V tile.
   using C14 = attn::BlockedTma<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
 };
