@@ -299,12 +299,13 @@ struct Candidates<512> {
   using C7 = RingQuarterQTiledTraits<512, 64, 32, 2, 2, kThreads>; // small before TMA
   using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
   // MLX's wgmma block before the warp-specialized one (its array-mask
-  // block still), and the warp-specialized block itself, every mask kind
+  // block still), and the warp-specialized block as it was before its K
+  // copies moved to a P V warpgroup (C13, MLX's now), every mask kind
   // included (BN, K slots, V slots).
   using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
-  // MLX's, its K tiles copied by the first P V warpgroup.
+  // MLX's: its K tiles copied by the first P V warpgroup.
   using C13 = attn::KCopiesByPv<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
   // MLX's, one TMA copy per K tile and per half of a V tile.
   using C14 = attn::BlockedTma<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
