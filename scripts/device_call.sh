@@ -6,6 +6,7 @@
 #   go "step name" && command    # run a step while the budget lasts
 #   mlx_venv .carry/whl          # /tmp/tv: the wheel over torch's numpy
 #   harness_build SRC OUT &      # SRC: the series' headers and harness.cu
+#   harness_bench DIR NAME LIB "CONFIGS" D "LENGTHS" GROUPS [run.py options]
 #
 # Every call script before session 22 spelled these out itself.
 
@@ -45,4 +46,19 @@ harness_build() {
     -I"$src" "$src/harness.cu" -o "$out/libattn_harness.so.part" > "$out/build.txt" 2>&1 &&
     mv "$out/libattn_harness.so.part" "$out/libattn_harness.so" &&
     echo "harness built in $((SECONDS - t)) s" >> "$out/build.txt"
+}
+
+# One `run.py bench` of a harness library, its JSON in DIR, named after NAME,
+# the configurations, head dim, lengths and any extra options (spaces and
+# dashes dropped: a name with a space would split the --json argument).
+harness_bench() {
+  local dir=$1 name=$2 lib=$3 configs=$4 dim=$5 lengths=$6 groups=$7
+  shift 7
+  local tag
+  tag=$(echo "$*" | tr -d ' -')
+  go "$name $configs D$dim $lengths $*" &&
+    timeout 90 $TP $H/run.py bench --lib "$lib" --dims "$dim" --configs $configs \
+      --lengths $lengths --iters 5 --no-torch --q-tile-groups "$groups" "$@" \
+      --json "$dir/${name}_${configs// /-}_d${dim}_${lengths// /-}${tag:+_$tag}.json" \
+      > /dev/null 2>&1
 }
