@@ -43,7 +43,9 @@ def prefill_tflops(cases, label: str, D: int, kv_heads: int = 16,
 
 
 def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,
-                    lengths=LENGTHS) -> None:
+                    lengths=LENGTHS, curves=CURVES) -> list:
+    """Draws the figure; returns the (head dim, legend) of each curve drawn.
+    `curves`: CURVES, or CURVES plus a folder's own labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,19 +54,29 @@ def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,
     rows = read_cases(cases)
     fig, axes = plt.subplots(1, len(dims), figsize=(5 * len(dims), 4.2))
     x = range(len(lengths))
+    drawn = []
     for ax, D in zip(axes, dims):
-        for legend, label, style, color in CURVES:
+        for legend, label, style, color in curves:
             pts = [(i, y) for i, y in zip(x, prefill_tflops(rows, label, D, lengths=lengths))
                    if y is not None]
             if pts:
                 ax.plot(*zip(*pts), style, color=color, label=legend)
+                drawn.append((D, legend))
         ax.set_xticks(list(x), [f"{L // 1024}k" for L in lengths])
         ax.set_title(f"head dim {D}")
         ax.set_xlabel("sequence length (causal, 32 / 16 heads, bf16)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("TFLOP/s")
-    axes[min(1, len(dims) - 1)].legend(fontsize=8, loc="center right")
+    # One legend of every curve drawn in any panel.
+    handles, names = [], []
+    for ax in axes:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    axes[min(1, len(dims) - 1)].legend(handles, names, fontsize=8, loc="center right")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+    return drawn

@@ -61,3 +61,18 @@ def test_plot_writes_a_png(rp, tmp_path):
     out = tmp_path / "f.png"
     rp.plot_mlx_tflops(RECORDED, out, "title")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_a_folders_own_curves(rp, tmp_path):
+    pytest.importorskip("matplotlib")
+    cases = write_cases(tmp_path / "c.jsonl", [
+        case("default", 256, 8192, 8192, 640.0),
+        case("small-1blk", 256, 8192, 8192, 291.0),
+        case("small-1blk", 512, 8192, 8192, 228.0),
+    ])
+    plain = rp.plot_mlx_tflops(cases, tmp_path / "a.png", "t")
+    assert plain == [(256, "ours through MLX, waited")]
+    extra = rp.CURVES + (("99 KB tiles", "small-1blk", "s--", "C6"),)
+    mine = rp.plot_mlx_tflops(cases, tmp_path / "b.png", "t", curves=extra)
+    assert mine == [(256, "ours through MLX, waited"), (256, "99 KB tiles"),
+                    (512, "99 KB tiles")]
