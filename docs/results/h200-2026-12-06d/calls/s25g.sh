@@ -10,7 +10,7 @@
 budget_start 200
 J=/tmp/s25g; mkdir -p $J
 L=.carry/libP3/libattn_harness.so
-for R in 1 2 3; do
+for R in $(seq ${ROUNDS:-3}); do
   harness_bench $J P3_r$R $L "hopper cand15" 512 "2048" 4 --hkv 4
   harness_bench $J P3_r$R $L "hopper cand15" 512 "2048" 4
 done
