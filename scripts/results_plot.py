@@ -9,6 +9,7 @@ A folder's plot.py imports it:
 """
 
 import json
+from collections import defaultdict
 from pathlib import Path
 
 LENGTHS = (2048, 8192, 16384, 32768)
@@ -40,6 +41,23 @@ def prefill_tflops(cases, label: str, D: int, kv_heads: int = 16,
                 and r.get("qL") == r.get("kL")):
             by_len[r["qL"]] = r["TFLOPs"]
     return [by_len.get(L) for L in lengths]
+
+
+def harness_readings(folder: Path) -> dict:
+    """(D, KV heads, kL, qL, variant) -> TFLOP/s readings of one call's
+    harness JSON files (`attn_harness/run.py bench --json`). A file's name
+    starts with its library and an underscore; a variant is
+    "<library>.<configuration>". Times (`*_ms`) and missing figures are
+    left out."""
+    acc: dict = defaultdict(list)
+    for path in sorted(folder.glob("*.json")):
+        lib = path.name.split("_")[0]
+        for row in json.loads(path.read_text()):
+            for key, value in row.items():
+                if key.startswith("ours_") and not key.endswith("_ms") and value:
+                    variant = f"{lib}.{key[len('ours_'):]}"
+                    acc[(row["D"], row["Hkv"], row["L"], row["qL"], variant)].append(value)
+    return acc
 
 
 def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,

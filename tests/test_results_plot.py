@@ -76,3 +76,19 @@ def test_plot_draws_a_folders_own_curves(rp, tmp_path):
     mine = rp.plot_mlx_tflops(cases, tmp_path / "b.png", "t", curves=extra)
     assert mine == [(256, "ours through MLX, waited"), (256, "99 KB tiles"),
                     (512, "99 KB tiles")]
+
+
+def test_harness_readings_by_library_and_configuration(rp, tmp_path):
+    (tmp_path / "CL_r1_hopper-cand15_d512_2048.json").write_text(json.dumps([
+        {"D": 512, "Hkv": 16, "L": 2048, "qL": 2048, "ours_hopper": 369.0,
+         "ours_hopper_ms": 0.4, "ours_cand15": None}]))
+    (tmp_path / "CL_r2_hopper-cand15_d512_2048.json").write_text(json.dumps([
+        {"D": 512, "Hkv": 16, "L": 2048, "qL": 2048, "ours_hopper": 359.0,
+         "ours_cand15": 345.0}]))
+    (tmp_path / "V_r1_hopper_d512_32768.json").write_text(json.dumps([
+        {"D": 512, "Hkv": 4, "L": 32768, "qL": 2048, "ours_hopper": 540.0}]))
+    assert rp.harness_readings(tmp_path) == {
+        (512, 16, 2048, 2048, "CL.hopper"): [369.0, 359.0],
+        (512, 16, 2048, 2048, "CL.cand15"): [345.0],
+        (512, 4, 32768, 2048, "V.hopper"): [540.0],
+    }

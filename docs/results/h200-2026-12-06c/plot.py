@@ -1,9 +1,7 @@
 """Draws this folder's figures from its data (python plot.py)."""
 
-import json
 import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
-from results_plot import plot_mlx_tflops  # noqa: E402
+from results_plot import harness_readings, plot_mlx_tflops  # noqa: E402
 
 # (folder, the variants drawn against C.hopper, their legends)
 AB = {
@@ -26,19 +24,9 @@ AB = {
 
 
 def readings(folder):
-    """(D, kv heads, kL, qL, variant) -> TFLOP/s readings of one call.
-
-    A JSON file's name starts with its library (C: the series as session
-    21 left it; G, H: this session's, harness/README.md) and its round.
-    """
-    acc = defaultdict(list)
-    for path in sorted((HERE / "harness" / folder).glob("*.json")):
-        for row in json.loads(path.read_text()):
-            for key, value in row.items():
-                if key.startswith("ours_") and not key.endswith("_ms"):
-                    variant = f"{path.name[0]}.{key[len('ours_'):]}"
-                    acc[(row["D"], row["Hkv"], row["L"], row["qL"], variant)].append(value)
-    return acc
+    """(D, kv heads, kL, qL, variant) -> TFLOP/s readings of one call
+    (harness/README.md names the libraries)."""
+    return harness_readings(HERE / "harness" / folder)
 
 
 def plot_ab(folder, out):

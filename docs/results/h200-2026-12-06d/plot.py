@@ -1,9 +1,7 @@
 """Draws this folder's figures from its data (python plot.py)."""
 
-import json
 import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
-from results_plot import CURVES, plot_mlx_tflops  # noqa: E402
+from results_plot import CURVES, harness_readings, plot_mlx_tflops  # noqa: E402
 
 # Panels of the A/B figure: (title, folder, baseline, ((variant, legend), ...)).
 # A variant is "<library>.<configuration>"; the library is the JSON file
@@ -30,16 +28,9 @@ PANELS = (
 
 
 def readings(folder):
-    """(D, kv heads, kL, qL, variant) -> TFLOP/s readings of one call."""
-    acc = defaultdict(list)
-    for path in sorted((HERE / "harness" / folder).glob("*.json")):
-        lib = path.name.split("_")[0]
-        for row in json.loads(path.read_text()):
-            for key, value in row.items():
-                if key.startswith("ours_") and not key.endswith("_ms") and value:
-                    variant = f"{lib}.{key[len('ours_'):]}"
-                    acc[(row["D"], row["Hkv"], row["L"], row["qL"], variant)].append(value)
-    return acc
+    """(D, kv heads, kL, qL, variant) -> TFLOP/s readings of one call
+    (harness/README.md names the libraries)."""
+    return harness_readings(HERE / "harness" / folder)
 
 
 def label(shape):
