@@ -238,6 +238,8 @@ struct Candidates {
   using C12 = void;
   using C13 = void;
   using C14 = void;
+  using C15 = void;
+  using C16 = void;
 };
 using attn::RingHalfQTiledTraits;
 using attn::RingQuarterQTiledTraits;
@@ -275,6 +277,8 @@ struct Candidates<192> {
   using C12 = WgmmaTiledTraits<192, 96>;
   using C13 = WidePvTraits<192, 112>; // P V as one m64n192k16 per k16 step
   using C14 = attn::BlockedTma<WgmmaTiledTraits<192, 112>>; // MLX's, one TMA copy per K / V tile
+  using C15 = void;
+  using C16 = void;
 };
 template <>
 struct Candidates<256> {
@@ -289,6 +293,8 @@ struct Candidates<256> {
   using C12 = WgmmaTiledTraits<256, 80>; // MLX's hopper tiles before: P V as four m64n64k16
   using C13 = void;
   using C14 = attn::BlockedTma<WidePvTraits<256, 80>>; // MLX's, one TMA copy per K / V tile
+  using C15 = void;
+  using C16 = void;
 };
 template <>
 struct Candidates<512> {
@@ -300,15 +306,21 @@ struct Candidates<512> {
   using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
   // MLX's wgmma block before the warp-specialized one (its array-mask
   // block still), and the warp-specialized block as it was before its K
-  // copies moved to a P V warpgroup (C13, MLX's now), every mask kind
+  // copies moved to a P V warpgroup (C13), every mask kind
   // included (BN, K slots, V slots).
   using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
   using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
   using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
-  // MLX's: its K tiles copied by the first P V warpgroup.
+  // MLX's before session 24: its K tiles copied by the first P V
+  // warpgroup.
   using C13 = attn::KCopiesByPv<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
-  // MLX's, one TMA copy per K tile and per half of a V tile.
+  // C11 with one TMA copy per K tile and per half of a V tile.
   using C14 = attn::BlockedTma<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
+  // MLX's before it took both of these: its score warpgroup waiting for
+  // each 64-column block of K, or its P V warpgroups writing O through
+  // shared memory.
+  using C15 = attn::KBlockWaits<C13>;
+  using C16 = attn::StagedOutput<C13>;
 };
 
 template <typename Traits>
@@ -372,6 +384,12 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     case 14:
       return launch_or_fail<typename Candidates<D>::C14>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 15:
+      return launch_or_fail<typename Candidates<D>::C15>(
+          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+    case 16:
+      return launch_or_fail<typename Candidates<D>::C16>(
           dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 12;
@@ -443,6 +461,8 @@ int smem_bytes(int config) {
     case 12: return smem_or_fail<typename Candidates<D>::C12>();
     case 13: return smem_or_fail<typename Candidates<D>::C13>();
     case 14: return smem_or_fail<typename Candidates<D>::C14>();
+    case 15: return smem_or_fail<typename Candidates<D>::C15>();
+    case 16: return smem_or_fail<typename Candidates<D>::C16>();
     default: return -1;
   }
 }

@@ -42,7 +42,7 @@ MASK_KIND = {"none": 0, "causal": 1, "additive": 2, "bool": 3}
 CONFIGS = {"small": 0, "large": 1, "cand2": 2, "cand3": 3, "hopper": 4,
            "cand5": 5, "cand6": 6, "cand7": 7, "cand8": 8, "medium": 9,
            "cand10": 10, "cand11": 11, "cand12": 12, "cand13": 13,
-           "cand14": 14}
+           "cand14": 14, "cand15": 15, "cand16": 16}
 NO_CONFIG = 15  # harness return code: no such candidate for this head dim
 TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
 
