@@ -60,6 +60,65 @@ def harness_readings(folder: Path) -> dict:
     return acc
 
 
+def shape_label(shape) -> str:
+    """An A/B figure's tick: "8k", or "2k×32k" for 2048 queries against
+    32k keys, with the KV heads below where they are not 16."""
+    _, kv, kL, qL = shape
+    name = f"{kL // 1024}k" if qL == kL else f"2k×{kL // 1024}k"
+    return name + ("" if kv == 16 else f"\n{kv} kv")
+
+
+def ab_ratios(acc: dict, base: str, variant: str) -> tuple[list, list]:
+    """The shapes `base` ran (16 KV heads first, then 4; qL = kL before the
+    chunked step; by length) and variant's mean TFLOP/s over base's at
+    each (0 where the variant did not run). `acc`: harness_readings."""
+    import statistics
+
+    shapes = sorted({k[:4] for k in acc if k[4] == base},
+                    key=lambda s: (s[1] != 16, s[3] != s[2], s[2]))
+    ratios = []
+    for s in shapes:
+        x = acc.get((*s, variant))
+        ratios.append(statistics.mean(x) / statistics.mean(acc[(*s, base)]) if x else 0)
+    return shapes, ratios
+
+
+def plot_ab(harness: Path, panels, out: Path, title: str, ylabel: str,
+            ylim=(0.75, 1.1), panel_width=5.2, legend=None) -> list:
+    """Bars of candidates against a baseline, one panel per call. `panels`:
+    (title, folder under `harness`, baseline, ((variant, legend), ...)),
+    each variant "<library>.<configuration>" (harness_readings). Returns
+    (panel, legend, ratios) of every bar group drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(panel_width * len(panels), 4.6),
+                             sharey=True)
+    drawn = []
+    for ax, (name, folder, base, variants) in zip(axes, panels):
+        acc = harness_readings(harness / folder)
+        width = 0.8 / len(variants)
+        for i, (variant, label) in enumerate(variants):
+            shapes, ratios = ab_ratios(acc, base, variant)
+            ax.bar([j + (i - (len(variants) - 1) / 2) * width for j in range(len(shapes))],
+                   ratios, width, label=label)
+            drawn.append((name, label, ratios))
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(shapes)), [shape_label(s) for s in shapes], fontsize=8)
+        ax.set_ylim(*ylim)
+        ax.set_title(name, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(**(legend or {"fontsize": 8, "loc": "lower left"}))
+    axes[0].set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return drawn
+
+
 def plot_mlx_tflops(cases: Path, out: Path, title: str, dims=DIMS,
                     lengths=LENGTHS, curves=CURVES) -> list:
     """Draws the figure; returns the (head dim, legend) of each curve drawn.

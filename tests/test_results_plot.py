@@ -92,3 +92,44 @@ def test_harness_readings_by_library_and_configuration(rp, tmp_path):
         (512, 16, 2048, 2048, "CL.cand15"): [345.0],
         (512, 4, 32768, 2048, "V.hopper"): [540.0],
     }
+
+
+def harness_call(folder: Path) -> Path:
+    """Two rounds of a call: 16 KV heads at 8k and 2k, 4 KV heads on the
+    chunked step and at 32k; cand15 missing at 32k."""
+    folder.mkdir()
+    for r, scale in ((1, 1.0), (2, 1.1)):
+        (folder / f"X_r{r}_hopper-cand15_d512_8192.json").write_text(json.dumps([
+            {"D": 512, "Hkv": 16, "L": 8192, "qL": 8192,
+             "ours_hopper": 500.0 * scale, "ours_cand15": 550.0 * scale},
+            {"D": 512, "Hkv": 16, "L": 2048, "qL": 2048,
+             "ours_hopper": 400.0 * scale, "ours_cand15": 360.0 * scale}]))
+        (folder / f"X_r{r}_hopper-cand15_d512_32768_hkv4.json").write_text(json.dumps([
+            {"D": 512, "Hkv": 4, "L": 32768, "qL": 2048,
+             "ours_hopper": 520.0, "ours_cand15": 520.0},
+            {"D": 512, "Hkv": 4, "L": 32768, "qL": 32768, "ours_hopper": 510.0}]))
+    return folder
+
+
+def test_ab_ratios_order_shapes_and_mark_missing_runs(rp, tmp_path):
+    acc = rp.harness_readings(harness_call(tmp_path / "call1-json"))
+    shapes, ratios = rp.ab_ratios(acc, "X.hopper", "X.cand15")
+    assert shapes == [(512, 16, 2048, 2048), (512, 16, 8192, 8192),
+                      (512, 4, 32768, 32768), (512, 4, 32768, 2048)]
+    assert ratios == pytest.approx([0.9, 1.1, 0, 1.0])
+    assert [rp.shape_label(s) for s in shapes] == ["2k", "8k", "32k\n4 kv", "2k×32k\n4 kv"]
+
+
+def test_plot_ab_draws_each_panels_bars(rp, tmp_path):
+    harness_call(tmp_path / "call1-json")
+    out = tmp_path / "ab.png"
+    drawn = rp.plot_ab(
+        tmp_path, (("call 1", "call1-json", "X.hopper",
+                    (("X.cand15", "candidate"), ("X.hopper", "itself"))),
+                   ("call 1 again", "call1-json", "X.cand15", (("X.hopper", "back"),))),
+        out, "title", "ratio")
+    assert out.stat().st_size > 0
+    assert [(panel, legend) for panel, legend, _ in drawn] == [
+        ("call 1", "candidate"), ("call 1", "itself"), ("call 1 again", "back")]
+    assert drawn[1][2] == [1.0, 1.0, 1.0, 1.0]
+    assert drawn[2][2] == pytest.approx([1 / 0.9, 1 / 1.1, 1.0])
