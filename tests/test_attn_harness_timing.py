@@ -92,3 +92,15 @@ def test_a_configuration_the_head_dim_lacks_is_left_out(harness):
         {"missing": missing, "present": present}, warmup=2, iters=3)
     assert medians == {"present": 4.0}
     assert len(calls) == 5
+
+
+def test_calls_queued_per_event_get_their_share(harness):
+    run, clock = harness
+    calls = []
+
+    def fn():
+        calls.append(1)
+        clock.now += 2.0
+
+    assert run._time_interleaved({"x": fn}, warmup=1, iters=3, per_event=4) == {"x": 2.0}
+    assert len(calls) == 1 + 3 * 4

@@ -297,29 +297,14 @@ def check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _time(fn, warmup=2, iters=5):
-    import torch
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
-def _time_interleaved(fns, warmup=2, iters=5):
+def _time_interleaved(fns, warmup=2, iters=5, per_event=1):
     """Median ms of each of `fns` (name -> callable), timed one run of each
     in turn, the order rotated every round: run back to back, whichever ran
     first gained at long lengths (the card warms and slows as it goes).
     A callable that raises LookupError (no such configuration) is left out.
+    A run is `per_event` calls queued between the same two events, each
+    given its share: with one, the time includes what the host takes to
+    launch the call, which is a few percent of a 2k kernel.
     """
     import torch
     live = {}
@@ -338,10 +323,11 @@ def _time_interleaved(fns, warmup=2, iters=5):
             a = torch.cuda.Event(enable_timing=True)
             b = torch.cuda.Event(enable_timing=True)
             a.record()
-            live[name]()
+            for _ in range(per_event):
+                live[name]()
             b.record()
             torch.cuda.synchronize()
-            times[name].append(a.elapsed_time(b))
+            times[name].append(a.elapsed_time(b) / per_event)
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
@@ -369,6 +355,8 @@ def bench(args: argparse.Namespace) -> int:
             row = {"D": D, "L": L, "qL": qL, "Hkv": Hkv,
                    "one_block_per_sm": args.one_block_per_sm,
                    "q_tile_groups": args.q_tile_groups}
+            if args.per_event > 1:
+                row["per_event"] = args.per_event
             mask_kind, mask = MASK_KIND["causal"], None
             if args.window:
                 # gemma's sliding-window layers: an additive [L, L] mask
@@ -389,7 +377,8 @@ def bench(args: argparse.Namespace) -> int:
                         kernel, q, k, v, o, scale=scale, mask_kind=mask_kind,
                         mask=mask, config=config)
                     for config in args.configs}
-            for config, ms in _time_interleaved(runs, iters=args.iters).items():
+            for config, ms in _time_interleaved(runs, iters=args.iters,
+                                                per_event=args.per_event).items():
                 row[f"ours_{config}"] = flops / ms / 1e9
                 row[f"ours_{config}_ms"] = ms
             # torch's is_causal is top-left aligned: compare only qL = kL.
@@ -404,8 +393,11 @@ def bench(args: argparse.Namespace) -> int:
                                   ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
                 try:
                     with sdpa_kernel(backend):
-                        ms = _time(lambda: torch.nn.functional.scaled_dot_product_attention(
-                            q, kf, vf, is_causal=True))
+                        sdpa = functools.partial(
+                            torch.nn.functional.scaled_dot_product_attention,
+                            q, kf, vf, is_causal=True)
+                        ms = _time_interleaved({name: sdpa},
+                                               per_event=args.per_event)[name]
                     row[f"torch_{name}"] = flops / ms / 1e9
                 except RuntimeError as exc:
                     row[f"torch_{name}"] = None
@@ -471,6 +463,10 @@ def main() -> int:
     r.add_argument("--one-block-per-sm", action="store_true",
                    help="reserve shared memory so one block runs per "
                         "multiprocessor (the GB10 proxy)")
+    r.add_argument("--per-event", type=int, default=1,
+                   help="calls queued between each pair of timing events, "
+                        "ours and torch's (1: each call timed alone, with "
+                        "its launch)")
     r.add_argument("--json")
     args = ap.parse_args()
     if args.cmd == "build":
