@@ -9,6 +9,7 @@ A folder's plot.py imports it:
 """
 
 import json
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -72,8 +73,6 @@ def ab_ratios(acc: dict, base: str, variant: str) -> tuple[list, list]:
     """The shapes `base` ran (16 KV heads first, then 4; qL = kL before the
     chunked step; by length) and variant's mean TFLOP/s over base's at
     each (0 where the variant did not run). `acc`: harness_readings."""
-    import statistics
-
     shapes = sorted({k[:4] for k in acc if k[4] == base},
                     key=lambda s: (s[1] != 16, s[3] != s[2], s[2]))
     ratios = []

@@ -92,6 +92,8 @@ def test_a_configuration_the_head_dim_lacks_is_left_out(harness):
         {"missing": missing, "present": present}, warmup=2, iters=3)
     assert medians == {"present": 4.0}
     assert len(calls) == 5
+    # A head dim with none of the configurations asked for gets no figures.
+    assert run._time_interleaved({"missing": missing}, warmup=2, iters=3) == {}
 
 
 def test_calls_queued_per_event_get_their_share(harness):

@@ -315,6 +315,8 @@ def _time_interleaved(fns, warmup=2, iters=5, per_event=1):
         except LookupError:
             continue
         live[name] = fn
+    if not live:
+        return {}
     torch.cuda.synchronize()
     names = list(live)
     times = {name: [] for name in names}
