@@ -56,7 +56,7 @@ class PatchConflictError(MlxBuilderError):
     exit_code = 13
 
     def __init__(self, what: str, why: str = "", next_step: str = "",
-                 conflicts: list["Conflict"] | None = None) -> None:
+                 conflicts: list[Conflict] | None = None) -> None:
         super().__init__(what, why, next_step)
         self.conflicts = conflicts or []
 

@@ -9,7 +9,7 @@ layer, ``commands/``, is never imported by the library).
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mlx_builder.errors import ConfigError
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from filelock import FileLock, Timeout
 

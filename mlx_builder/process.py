@@ -22,9 +22,10 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Mapping, Sequence
+from typing import IO
 
 from mlx_builder.errors import BuildError, MlxBuilderError
 

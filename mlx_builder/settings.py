@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -92,7 +93,7 @@ class Settings:
     def logs_dir(self) -> Path:
         return self.log_dir or (self.cache_dir / "logs")
 
-    def with_overrides(self, **overrides: Any) -> "Settings":
+    def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with the given non-None values replaced."""
         clean = {k: v for k, v in overrides.items() if v is not None}
         return replace(self, **_coerce(clean))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlx_sdpa_cases import CASES, HEADS, add_run_options, emit, tflops  # noqa: E402
+from mlx_sdpa_cases import CASES, HEADS, add_run_options, emit, tflops
 
 BACKENDS = ("flash", "cudnn", "efficient")
 

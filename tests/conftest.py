@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
-
 from gitfixture import Upstream, build_upstream
 
 

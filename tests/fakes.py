@@ -11,11 +11,11 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from gitfixture import git
 from packaging import tags as ptags
 
-from gitfixture import git
-from mlx_builder.build.manifest import Provenance, build_manifest, inject
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.wheelbuild.manifest import Provenance, build_manifest, inject
+from mlx_builder.wheelbuild.targets import parse_targets
 
 # Same shape as MLX main's setup.py where it matters.
 MAIN_LIKE_SETUP = '''

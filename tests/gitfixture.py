@@ -25,9 +25,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from mlx_builder.settings import Settings
 

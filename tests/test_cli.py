@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from gitfixture import git, tree_digest
+
 from mlx_builder import errors
 from mlx_builder.cli import main
 
@@ -164,7 +164,7 @@ def test_truncated_patch_is_refused(run, upstream, tmp_path, args):
     before = tree_digest(upstream.root)
     args = tuple(str(tmp_path / "b") if a == "BUNDLES" else
                  str(tree) if a == "TREE" else a for a in args)
-    code, out, err = run(*args)
+    code, _out, err = run(*args)
     assert code == errors.SeriesError.exit_code
     assert "v0.1/0020-cuda-tiled-flash-attention.patch does not match its " \
            "sha256" in err

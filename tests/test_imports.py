@@ -21,12 +21,12 @@ PACKAGE = ROOT / "mlx_builder"
 WORKERS = PACKAGE / "verify" / "workers"
 
 # Lowest first: a module may import its own layer and the ones below.
-# dist sits below verify only because nightly asks install which GPU is here;
-# nothing in dist needs verify.
-LAYERS = ("core", "source", "build", "dist", "verify", "commands", "cli")
+# prebuilt sits below verify only because nightly asks install which GPU is here;
+# nothing in prebuilt needs verify.
+LAYERS = ("core", "source", "wheelbuild", "prebuilt", "verify", "commands", "cli")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
@@ -87,7 +87,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt):], nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -106,9 +106,9 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package():
     edges = graph()
-    assert {"mlx_builder.process", "mlx_builder.source.gitops", "mlx_builder.build.wheel",
-            "mlx_builder.verify.bench", "mlx_builder.dist.install", "mlx_builder.cli"} <= set(edges)
-    assert "mlx_builder.build.toolchain" in edges["mlx_builder.build.wheel"]
+    assert {"mlx_builder.process", "mlx_builder.source.gitops", "mlx_builder.wheelbuild.wheel",
+            "mlx_builder.verify.bench", "mlx_builder.prebuilt.install", "mlx_builder.cli"} <= set(edges)
+    assert "mlx_builder.wheelbuild.toolchain" in edges["mlx_builder.wheelbuild.wheel"]
     assert "mlx_builder.commands" in edges["mlx_builder.cli"]
 
 
@@ -138,8 +138,8 @@ def test_only_process_starts_programs():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n.split(".")[0] in ("subprocess", "pty") for n in names) \
-                    or isinstance(node, ast.Attribute) and node.attr in ("system", "popen") \
-                    and isinstance(node.value, ast.Name) and node.value.id == "os":
+                    or (isinstance(node, ast.Attribute) and node.attr in ("system", "popen") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
                 bad.append(f"{name}:{node.lineno}")
     assert [b for b in bad if not b.startswith("mlx_builder.process:")] == []
 

@@ -10,13 +10,13 @@ import io
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from fakes import dep_repo, fake_mlx, make_wheel, manifest_for
 
 from mlx_builder.cli import main
-from fakes import dep_repo, fake_mlx, make_wheel, manifest_for
 
 
 def _config(text: str | bytes) -> Callable[[Path, object], list[str]]:
@@ -93,7 +93,7 @@ def _build_bundle(meta):
 
 def _wheel_manifest(manifest):
     def make(tmp: Path, up) -> list[str]:
-        from mlx_builder.build.manifest import inject
+        from mlx_builder.wheelbuild.manifest import inject
         wheel = make_wheel(tmp / "h", "0.32.1+mlxb.cpu")
         inject(wheel, wheel, manifest=manifest)
         return ["inspect", str(wheel)]

@@ -7,8 +7,14 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from mlx_builder.commands.options import (MLX_REF_HELP, json_flag, mlx_ref_option, patch_target_option,
-                                          python_option, series_option)
+from mlx_builder.commands.options import (
+    MLX_REF_HELP,
+    json_flag,
+    mlx_ref_option,
+    patch_target_option,
+    python_option,
+    series_option,
+)
 
 
 def test_mlx_ref_option_fills_mlx_ref():

@@ -4,12 +4,13 @@ accept, they read back faithfully. (The index parser's are with the index.)"""
 
 from __future__ import annotations
 
-
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from mlx_builder.errors import ConfigError, SeriesError
-from mlx_builder.source.series import parse_patch, parse_patch_text
 from mlx_builder.settings import Settings, load_settings
+from mlx_builder.source.series import parse_patch, parse_patch_text
 
 FAST = hsettings(max_examples=150, deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -72,7 +72,7 @@ def test_plot_draws_a_folders_own_curves(rp, tmp_path):
     ])
     plain = rp.plot_mlx_tflops(cases, tmp_path / "a.png", "t")
     assert plain == [(256, "ours through MLX, waited")]
-    extra = rp.CURVES + (("99 KB tiles", "small-1blk", "s--", "C6"),)
+    extra = (*rp.CURVES, ("99 KB tiles", "small-1blk", "s--", "C6"))
     mine = rp.plot_mlx_tflops(cases, tmp_path / "b.png", "t", curves=extra)
     assert mine == [(256, "ours through MLX, waited"), (256, "99 KB tiles"),
                     (512, "99 KB tiles")]

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
-from mlx_builder.source.apply import prepare_tree
 from mlx_builder.console import console
+from mlx_builder.source.apply import prepare_tree
 
 
 @click.command("apply")

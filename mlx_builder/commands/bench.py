@@ -8,11 +8,18 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import python_option
-from mlx_builder.verify.bench import (TORCH_BACKENDS, BenchConfig, BenchOptions, load_result,
-                                      parse_variant, report, run_bench)
-from mlx_builder.lists import comma_ints, comma_list, known_items
 from mlx_builder.commands.test import newest_wheel, parse_env
 from mlx_builder.errors import ConfigError
+from mlx_builder.lists import comma_ints, comma_list, known_items
+from mlx_builder.verify.bench import (
+    TORCH_BACKENDS,
+    BenchConfig,
+    BenchOptions,
+    load_result,
+    parse_variant,
+    report,
+    run_bench,
+)
 
 
 @click.command("bench")

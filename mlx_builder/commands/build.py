@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
-from mlx_builder.build.wheel import build_wheel
-from mlx_builder.build.wheel import configure_only as configure
-from mlx_builder.build.buildenv import TOOLCHAIN_MODES, parse_platform
-from mlx_builder.build.bundle import prepare
 from mlx_builder.errors import BuildError
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform
+from mlx_builder.wheelbuild.bundle import prepare
+from mlx_builder.wheelbuild.targets import parse_targets
+from mlx_builder.wheelbuild.wheel import build_wheel
+from mlx_builder.wheelbuild.wheel import configure_only as configure
 
 
 @click.command("build")

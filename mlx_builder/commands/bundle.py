@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option, series_option, target_spec_option
-from mlx_builder.build.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.wheelbuild.bundle import file_sha256, plan_from_tree, prepare, write_bundle
+from mlx_builder.wheelbuild.targets import parse_targets
 
 
 @click.command("bundle")
@@ -53,8 +53,9 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
             raise BuildError("--with-toolchain is for CUDA targets",
                              f"target {targets.spec} needs no CUDA toolchain")
         import dataclasses
-        from mlx_builder.build import buildenv as be
+
         from mlx_builder.source.tree import read_build_requires
+        from mlx_builder.wheelbuild import buildenv as be
         plat = be.parse_platform(platform_name) or be.host_platform()
         if plat is None:
             raise BuildError("--with-toolchain needs a Linux target platform",

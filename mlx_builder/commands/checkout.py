@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.console import console
 from mlx_builder.source import gitops
 from mlx_builder.source.apply import checkout_clean
-from mlx_builder.console import console
 
 
 @click.command("checkout")

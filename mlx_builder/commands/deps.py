@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 
 from mlx_builder.commands.options import json_flag, mlx_ref_option, series_option, target_spec_option
-from mlx_builder.build.bundle import prepare
 from mlx_builder.console import console
-from mlx_builder.build.deps import cache_path, needed, pin, resolve
 from mlx_builder.errors import DepsError
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.wheelbuild.bundle import prepare
+from mlx_builder.wheelbuild.deps import cache_path, needed, pin, resolve
+from mlx_builder.wheelbuild.targets import parse_targets
 
 
 @click.command("deps")

@@ -13,13 +13,13 @@ import click
 from rich.table import Table
 
 from mlx_builder.commands.options import json_flag, python_option, target_spec_option
-from mlx_builder.build import buildenv as benv_mod
-from mlx_builder.build.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
 from mlx_builder.console import console
 from mlx_builder.errors import ToolchainError
-from mlx_builder.build.probe import Check
-from mlx_builder.build.targets import parse_targets
-from mlx_builder.build.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
+from mlx_builder.wheelbuild import buildenv as benv_mod
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
+from mlx_builder.wheelbuild.probe import Check
+from mlx_builder.wheelbuild.targets import parse_targets
+from mlx_builder.wheelbuild.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
 
 # what a registry environment supplies itself (not looked for on the host
 # before it is made)

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from mlx_builder.console import console
-from mlx_builder.dist.wheelindex import write_index
+from mlx_builder.prebuilt.wheelindex import write_index
 
 
 @click.command("index")

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import json_flag
-from mlx_builder.build.bundle import read_bundle_json
 from mlx_builder.console import console
-from mlx_builder.build.manifest import read_manifest
+from mlx_builder.wheelbuild.bundle import read_bundle_json
+from mlx_builder.wheelbuild.manifest import read_manifest
 
 
 def describe_manifest(m: dict) -> list[str]:

@@ -14,11 +14,17 @@ from rich.text import Text
 from mlx_builder.commands.options import json_flag, python_option
 from mlx_builder.console import console
 from mlx_builder.errors import HashMismatchError, WheelError
-from mlx_builder.dist.install import (PIP_HASH_MISMATCH, choose_wheel, detect_host,
-                                      expected_sha256, fetch_verified, hashed_pip_commands)
+from mlx_builder.prebuilt.install import (
+    PIP_HASH_MISMATCH,
+    choose_wheel,
+    detect_host,
+    expected_sha256,
+    fetch_verified,
+    hashed_pip_commands,
+)
+from mlx_builder.prebuilt.wheelindex import load_listing
 from mlx_builder.process import StepRunner, first_error_line
 from mlx_builder.settings import Settings
-from mlx_builder.dist.wheelindex import load_listing
 
 
 @click.command("install")

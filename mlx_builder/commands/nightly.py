@@ -9,12 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.lists import comma_list
 from mlx_builder.console import console
 from mlx_builder.errors import RegressionError
-from mlx_builder.verify.nightly import (REPORT_JSON, REPORT_MD, compile_available,
-                                        run_nightly)
+from mlx_builder.lists import comma_list
 from mlx_builder.settings import Settings
+from mlx_builder.verify.nightly import REPORT_JSON, REPORT_MD, compile_available, run_nightly
 
 
 @click.command("nightly")

@@ -10,12 +10,20 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import python_option
-from mlx_builder.lists import comma_ints, comma_list
 from mlx_builder.commands.test import parse_env
 from mlx_builder.console import console, progress
-from mlx_builder.verify.routes import (CASE_TAG, DTYPES, PATH_ENV, PROBE_MASKS, TRACE_ENV, RouteGrid,
-                                       render_table, run_probe)
+from mlx_builder.lists import comma_ints, comma_list
 from mlx_builder.process import StepRunner
+from mlx_builder.verify.routes import (
+    CASE_TAG,
+    DTYPES,
+    PATH_ENV,
+    PROBE_MASKS,
+    TRACE_ENV,
+    RouteGrid,
+    render_table,
+    run_probe,
+)
 
 _DEFAULT = RouteGrid()
 

@@ -8,10 +8,9 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import python_option
-from mlx_builder.lists import comma_list, known_items
 from mlx_builder.errors import ConfigError, WheelError
-from mlx_builder.verify.testing import (DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions,
-                                        run_wheel_tests)
+from mlx_builder.lists import comma_list, known_items
+from mlx_builder.verify.testing import DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions, run_wheel_tests
 
 
 def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:

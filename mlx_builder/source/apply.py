@@ -25,20 +25,29 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import git
 
 from mlx_builder import locks, signals
-from mlx_builder.source import gitops
 from mlx_builder.console import err_console
 from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
-from mlx_builder.source.series import (PatchEntry, Series, applies_to, check_target,
-                                       find_series, load_index, parse_patch,
-                                       select_series, with_applies_to)
 from mlx_builder.settings import Settings
+from mlx_builder.source import gitops
+from mlx_builder.source.series import (
+    PatchEntry,
+    Series,
+    applies_to,
+    check_target,
+    find_series,
+    load_index,
+    parse_patch,
+    select_series,
+    with_applies_to,
+)
 from mlx_builder.source.status import PatchStatus, check_patches
 
 T = TypeVar("T")
@@ -341,7 +350,7 @@ class _Undo:
         self.config = config or {}
 
     @classmethod
-    def capture(cls, tree: git.Repo) -> "_Undo":
+    def capture(cls, tree: git.Repo) -> _Undo:
         head = gitops.run_git(tree, "symbolic-ref", "-q", "HEAD", check=False).out.strip()
         return cls(tree, head, gitops.rev_commit(tree, "HEAD"), _refs(tree), _config(tree))
 
@@ -350,7 +359,7 @@ class _Undo:
                 "config": self.config}
 
     @classmethod
-    def from_json(cls, tree: git.Repo, data: dict) -> "_Undo":
+    def from_json(cls, tree: git.Repo, data: dict) -> _Undo:
         refs, config = data["refs"], data.get("config", {})
         if not isinstance(refs, dict) or not isinstance(config, dict):
             raise TypeError("refs and config must be tables")

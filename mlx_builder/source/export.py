@@ -26,12 +26,19 @@ from typing import NamedTuple
 
 import git
 
-from mlx_builder.source import gitops
 from mlx_builder.errors import SeriesError, StaleExportError
-from mlx_builder.source.series import (PatchEntry, Series, find_series, load_index,
-                                       parse_patch, parse_patch_text,
-                                       strip_applies_to, write_sums)
 from mlx_builder.settings import Settings
+from mlx_builder.source import gitops
+from mlx_builder.source.series import (
+    PatchEntry,
+    Series,
+    find_series,
+    load_index,
+    parse_patch,
+    parse_patch_text,
+    strip_applies_to,
+    write_sums,
+)
 from mlx_builder.source.status import check_patches
 
 _NUMBER = re.compile(r"^(\d{4})-")

@@ -14,15 +14,15 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import git
 
 from mlx_builder import signals
 from mlx_builder.console import err_console, progress
-from mlx_builder.errors import (DirtyTreeError, FetchError, GitError, RefError)
+from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
 from mlx_builder.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -425,7 +425,7 @@ class ScratchIndex:
         self.commit = commit
         self._tmp: Path | None = None
 
-    def __enter__(self) -> "ScratchIndex":
+    def __enter__(self) -> ScratchIndex:
         self._tmp = Path(tempfile.mkdtemp(prefix="mlxb-check-"))
         scratch = self._tmp / "scratch.git"
         run_git(self._tmp, "init", "-q", "--bare", str(scratch))

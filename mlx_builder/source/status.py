@@ -13,18 +13,17 @@ so later patches see the earlier ones applied:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import git
 from rich.markup import escape
 from rich.table import Table
 
-from mlx_builder.source import gitops
 from mlx_builder.errors import Conflict, SeriesError
-from mlx_builder.source.series import (PatchEntry, Series, find_series, load_index,
-                                       parse_patch, select_series)
 from mlx_builder.settings import Settings
+from mlx_builder.source import gitops
+from mlx_builder.source.series import PatchEntry, Series, find_series, load_index, parse_patch, select_series
 
 STATES = ("applies", "conflicts", "upstream")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$")

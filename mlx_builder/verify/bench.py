@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from mlx_builder.verify.workers._common import RESTART_EXIT
-from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note  # noqa: F401 (re-exported)
 from mlx_builder import process
 from mlx_builder.errors import ConfigError
 from mlx_builder.lists import comma_list
+from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note
+from mlx_builder.verify.workers._common import RESTART_EXIT
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
@@ -321,6 +322,7 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def wheel_python(runner: Any, wheel: Path, opts: BenchOptions) -> str:
     """A venv with ``wheel`` installed; its Python."""
     import sys
+
     from mlx_builder.verify.testing import install_wheel, make_venv
     venv = opts.venv_root / wheel.name.removesuffix(".whl")
     vpy = make_venv(runner, opts.python or sys.executable, venv,

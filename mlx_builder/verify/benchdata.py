@@ -4,7 +4,8 @@ tables and plots.py's figures both read these (no import between them)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def column(record: Mapping[str, Any]) -> str:

@@ -26,20 +26,21 @@ import json
 import platform
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import git
 
 from mlx_builder import __version__
+from mlx_builder.errors import MlxBuilderError, SeriesError
+from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.apply import prepare_tree
-from mlx_builder.errors import MlxBuilderError, SeriesError
 from mlx_builder.source.series import PatchEntry, Series, load_index, parse_patch, select_series
-from mlx_builder.settings import Settings
 from mlx_builder.source.status import PatchStatus, series_status
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.wheelbuild.targets import parse_targets
 
 REPORT_JSON = "nightly.json"
 REPORT_MD = "nightly.md"
@@ -276,7 +277,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
         tset = parse_targets(target)
         tree = prepare_tree(settings, report.commit, series_name=report.series,
                             target=tset.patch_target, tree_name=tset.tag)
-        from mlx_builder.build.wheel import build_wheel  # heavy: only when compiling
+        from mlx_builder.wheelbuild.wheel import build_wheel  # heavy: only when compiling
         wheel = build_wheel(settings, tree, tset, out_dir)
     except MlxBuilderError as exc:
         return BuildResult(target, "failed", exc.what)
@@ -288,7 +289,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
 
 def why_not_here(tset, host) -> str | None:
     """Why a wheel for ``tset`` cannot be tested on ``host`` (None: it can)."""
-    from mlx_builder.dist.install import parse_arch
+    from mlx_builder.prebuilt.install import parse_arch
     if tset.backend == "cpu":
         return None
     if tset.backend != host.backend:
@@ -304,7 +305,7 @@ def why_not_here(tset, host) -> str | None:
 def _run_tests(settings: Settings, wheel: Path, tset,
                out_dir: Path) -> tuple[str, bool | None]:
     """`mlx-builder test` on the wheel when a GPU here runs it."""
-    from mlx_builder.dist.install import detect_host
+    from mlx_builder.prebuilt.install import detect_host
     reason = why_not_here(tset, detect_host())
     if reason:
         return f"skipped ({reason})", None

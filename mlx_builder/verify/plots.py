@@ -10,8 +10,9 @@ each other run, with the ratios written at the points.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 FIGURES = (
     # file, mode, metric key, y label, log-scale y
@@ -38,7 +39,7 @@ def _matplotlib():
 
 
 def _length_label(x: float, _pos: Any = None) -> str:
-    n = int(round(x))
+    n = round(x)
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 

@@ -24,16 +24,24 @@ import os
 import re
 import shutil
 import signal
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from mlx_builder.errors import (ConfigError, InterpreterError, MlxImportError, NoGpuError,
-                                RouteParseError, RouteProbeError, UnpatchedMlxError)
+from mlx_builder.errors import (
+    ConfigError,
+    InterpreterError,
+    MlxImportError,
+    NoGpuError,
+    RouteParseError,
+    RouteProbeError,
+    UnpatchedMlxError,
+)
 from mlx_builder.process import StepRunner, first_error_line
 
 TRACE_ENV = "MLX_CUDA_SDPA_TRACE"

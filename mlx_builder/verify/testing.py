@@ -24,16 +24,17 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from rich.table import Table
 
 from mlx_builder.console import console, progress
 from mlx_builder.errors import FetchError, TestFailureError, WheelError
-from mlx_builder.verify.junit import JUnitReport, parse_junit
 from mlx_builder.process import StepRunner
+from mlx_builder.verify.junit import JUnitReport, parse_junit
 
 PINNED_MLX_LM = "0.32.2"  # first release with both gemma4_text and qwen3_5
 TEST_REQUIREMENTS = ("pytest>=8", "numpy")
@@ -125,7 +126,7 @@ def venv_command(python: str, venv: Path, system_site_packages: bool = False) ->
     cmd = [python, "-m", "venv"]
     if system_site_packages:
         cmd.append("--system-site-packages")
-    return cmd + [str(venv)]
+    return [*cmd, str(venv)]
 
 
 def pip_install_command(python: Path | str, requirements: Sequence[str | Path], *,
@@ -251,7 +252,7 @@ def upstream_commit_of(wheel: Path, override: str | None = None) -> tuple[str | 
     wheel manifest's upstream_commit."""
     if override:
         return override, ""
-    from mlx_builder.build.manifest import read_manifest
+    from mlx_builder.wheelbuild.manifest import read_manifest
     try:
         manifest = read_manifest(wheel)
     except WheelError as exc:

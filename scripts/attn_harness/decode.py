@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import DEFAULT_LIB, TOLERANCE, _time, reference  # noqa: E402
+from run import DEFAULT_LIB, TOLERANCE, _time, reference
 
 # Mirrors the split choice of scaled_dot_product_attention_decode.cu.
 CTAS_PER_SM = {"simt": 4, "mma": 1}

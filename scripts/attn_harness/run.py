@@ -175,7 +175,7 @@ def make_inputs(case: Case, seed: int):
 def reference(q, k, v, scale, mask_kind, mask, sinks, chunk=1024):
     """float64 SDPA with MLX semantics (bottom-right causal, GQA, sinks)."""
     import torch
-    B, H, qL, D = q.shape
+    B, H, qL, _D = q.shape
     Hkv, kL = k.shape[1], k.shape[2]
     rep = H // Hkv
     kk = k.double().repeat_interleave(rep, dim=1)

@@ -13,10 +13,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from test_metal_patches import (AUTHOR, MLX_REPO, PATCHES, covered_revisions,
-                                load_index, patch_path, touched_paths,
-                                trailers_of)
+from test_metal_patches import (
+    AUTHOR,
+    MLX_REPO,
+    PATCHES,
+    covered_revisions,
+    load_index,
+    patch_path,
+    touched_paths,
+    trailers_of,
+)
 
 NUMBER = "0010"
 BUG = "https://github.com/ml-explore/mlx/pull/3307"

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_builder.source.series import (REQUIRED_TRAILERS, applies_to, load_index,
-                                       parse_patch)
+from mlx_builder.source.series import REQUIRED_TRAILERS, applies_to, load_index, parse_patch
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"

@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from test_metal_patches import load_index, metal_entries, new_file_from_patch, patch_path
 
 HEADER = "mlx/backend/metal/sdpa_routing.h"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from gitfixture import git, tree_digest
-from mlx_builder.source.apply import checkout_clean, prepare_tree
+
 from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
+from mlx_builder.source.apply import checkout_clean, prepare_tree
 
 
 def _log(tree) -> list[str]:

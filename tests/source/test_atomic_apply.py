@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gitfixture import git, tree_digest
+
 from mlx_builder.source.apply import JOURNAL, prepare_tree, repair
 
 REAL_GIT = shutil.which("git")
@@ -194,7 +194,7 @@ def test_every_previous_tip_is_kept(upstream, tmp_path):
 
 
 def test_build_trees_are_named_by_target(upstream):
-    from mlx_builder.build.bundle import prepare
+    from mlx_builder.wheelbuild.bundle import prepare
     settings = upstream.settings()
     one, _ = prepare(settings, "0.2.0", "cuda-sm90")
     two, _ = prepare(settings, "0.2.0", "cuda-sm121")

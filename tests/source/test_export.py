@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from gitfixture import git, tree_digest
-from mlx_builder.source.apply import prepare_tree
+
 from mlx_builder.errors import SeriesError, StaleExportError
+from mlx_builder.source.apply import prepare_tree
 from mlx_builder.source.export import export_many, export_series
 from mlx_builder.source.series import load_index
 
@@ -63,7 +63,7 @@ def test_new_commit_is_extra_and_gets_a_number(upstream, tree):
     (tree.path / "mlx/attention.cpp").write_text(
         (tree.path / "mlx/attention.cpp").read_text() + "extra();\n")
     git(tree.path, "commit", "-q", "-a", "-m", "sdpa: one more fix\n\nBecause.")
-    with pytest.raises(StaleExportError, match="extra .*0021-sdpa-one-more-fix"):
+    with pytest.raises(StaleExportError, match=r"extra .*0021-sdpa-one-more-fix"):
         export_series(upstream.settings(), "v0.1", str(tree.path), check=True)
     result = export_series(upstream.settings(), "v0.1", str(tree.path))
     assert result.extra == ("0021-sdpa-one-more-fix.patch",)

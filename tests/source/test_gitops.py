@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import git as gitpython
 import pytest
-
 from gitfixture import git
-from mlx_builder.source import gitops
+
 from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
+from mlx_builder.source import gitops
 
 
 @pytest.fixture

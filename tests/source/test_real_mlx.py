@@ -17,10 +17,10 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.apply import prepare_tree
 from mlx_builder.source.series import load_index
-from mlx_builder.settings import Settings
 from mlx_builder.source.status import check_patches
 
 pytestmark = pytest.mark.real_mlx

@@ -11,12 +11,20 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlx_builder.source import gitops
 from mlx_builder.errors import SeriesError, TargetError
-from mlx_builder.source.series import (applies_to, find_series, load_index,
-                                       parse_patch, parse_patch_text, patch_set_hash,
-                                       select_series, strip_applies_to,
-                                       with_applies_to, write_sums)
+from mlx_builder.source import gitops
+from mlx_builder.source.series import (
+    applies_to,
+    find_series,
+    load_index,
+    parse_patch,
+    parse_patch_text,
+    patch_set_hash,
+    select_series,
+    strip_applies_to,
+    with_applies_to,
+    write_sums,
+)
 
 
 def test_load_index(upstream):
@@ -294,7 +302,7 @@ def test_sums_missing_malformed_or_mismatched(upstream):
     good = sums.read_text()
     assert len(good.splitlines()) == 9
     sums.unlink()
-    with pytest.raises(SeriesError, match="no .*SHA256SUMS"):
+    with pytest.raises(SeriesError, match=r"no .*SHA256SUMS"):
         load_index(upstream.patches_dir)
     assert load_index(upstream.patches_dir, verify=False)
     sums.write_text(good.replace("  v0.1/", "  ../v0.1/", 1))
@@ -414,6 +422,6 @@ def _load_or_series_error(root):
             assert patch.path.is_file()
 
 
-def _NAME_OK(name: str) -> bool:  # noqa: N802
+def _NAME_OK(name: str) -> bool:
     return "/" not in name and name not in (".", "..", "common") \
         and not name.startswith(".")

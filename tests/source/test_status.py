@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import git as gitpython
+from gitfixture import PatchSpec, git
 from rich.console import Console
 
-from gitfixture import PatchSpec, git
 from mlx_builder.source.series import find_series, load_index
-from mlx_builder.source.status import (check_patches, render_table, series_status, status_report,
-                                       to_json)
+from mlx_builder.source.status import check_patches, render_table, series_status, status_report, to_json
 
 
 def _states(upstream, commit, series="main", target="all"):

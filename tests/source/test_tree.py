@@ -8,14 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import MAIN_LIKE_SETUP as SETUP
 
 from mlx_builder.errors import BuildError
-from mlx_builder.source.tree import (FALLBACK_CUDA_REQUIRES, HOOK_MARK, VERSION_ENV,
-                                     cmake_minimum, cuda_runtime_requirements,
-                                     install_version_hook, read_build_requires,
-                                     read_upstream_version)
-
-from fakes import MAIN_LIKE_SETUP as SETUP
+from mlx_builder.source.tree import (
+    FALLBACK_CUDA_REQUIRES,
+    HOOK_MARK,
+    VERSION_ENV,
+    cmake_minimum,
+    cuda_runtime_requirements,
+    install_version_hook,
+    read_build_requires,
+    read_upstream_version,
+)
 
 OLD_SETUP = '''
 if __name__ == "__main__":

@@ -9,14 +9,20 @@ import git
 import pytest
 from click.testing import CliRunner
 
-from mlx_builder.source import gitops
 from mlx_builder.cli import cli
 from mlx_builder.errors import RegressionError
-from mlx_builder.dist.install import FAKE_GPU_ENV, detect_host
-from mlx_builder.verify.nightly import (REPORT_JSON, REPORT_MD, compile_available,
-                                        run_nightly, touched_commits, why_not_here)
+from mlx_builder.prebuilt.install import FAKE_GPU_ENV, detect_host
 from mlx_builder.settings import Settings
-from mlx_builder.build.targets import parse_targets
+from mlx_builder.source import gitops
+from mlx_builder.verify.nightly import (
+    REPORT_JSON,
+    REPORT_MD,
+    compile_available,
+    run_nightly,
+    touched_commits,
+    why_not_here,
+)
+from mlx_builder.wheelbuild.targets import parse_targets
 
 CHUNKED = "0010-chunked-sdpa-fallback.patch"      # attention.cpp line 20
 CUDA = "0020-cuda-tiled-flash-attention.patch"      # cuda/sdpa.cu line 10
@@ -99,7 +105,7 @@ def test_regression_against_previous_report_exits_24(upstream, tmp_path, isolate
     assert "**conflicts (was applies)**" in md
     third = runner.invoke(cli, args, env=env)   # same conflict again: not new
     assert third.exit_code == 0, third.output
-    strict = runner.invoke(cli, args + ["--fail-on-conflict"], env=env)
+    strict = runner.invoke(cli, [*args, "--fail-on-conflict"], env=env)
     assert isinstance(strict.exception, RegressionError)
 
 

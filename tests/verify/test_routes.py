@@ -15,10 +15,16 @@ import pytest
 from rich.console import Console
 
 from mlx_builder import errors
-from mlx_builder.verify import routes
 from mlx_builder.cli import main
-from mlx_builder.verify.routes import (ProbeFailure, RouteGrid, RouteRecord, parse_probe_output,
-                                       parse_route_line, unique_routes)
+from mlx_builder.verify import routes
+from mlx_builder.verify.routes import (
+    ProbeFailure,
+    RouteGrid,
+    RouteRecord,
+    parse_probe_output,
+    parse_route_line,
+    unique_routes,
+)
 
 TILED = ('[mlx-sdpa-route] path=tiled arch=sm_90 dtype=bfloat16 D=256 Dv=256 qL=512 '
          'kL=4096 mask=causal training=0 reason=""')

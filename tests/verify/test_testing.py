@@ -14,15 +14,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gitfixture import git
 from rich.console import Console
 
-from gitfixture import git
 from mlx_builder import errors
-from mlx_builder.verify import testing
-from mlx_builder.verify.junit import parse_junit, skip_reason
-from mlx_builder.build.manifest import inject
 from mlx_builder.process import StepRunner
 from mlx_builder.settings import Settings
+from mlx_builder.verify import testing
+from mlx_builder.verify.junit import parse_junit, skip_reason
+from mlx_builder.wheelbuild.manifest import inject
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def test_upstream_tests_from_a_folder_and_from_a_bundle(tmp_path):
     got = testing.stage_upstream_tests_from(bundle, tmp_path / "b")
     assert got.read_text() == "# sdpa tests\n"
     (src / "mlx_tests.py").unlink()
-    with pytest.raises(errors.TestFailureError, match="no mlx_tests.py"):
+    with pytest.raises(errors.TestFailureError, match=r"no mlx_tests.py"):
         testing.stage_upstream_tests_from(src, tmp_path / "c")
     (tmp_path / "plain.txt").write_text("x")
     with pytest.raises(errors.TestFailureError, match="neither a folder nor a tarball"):
@@ -223,7 +223,7 @@ def test_parse_junit_counts_reasons_and_properties(junit_files):
 
 
 def test_module_level_skip_reason_is_cleaned(junit_files):
-    (_, rc), _, skipped = junit_files
+    (_, _rc), _, skipped = junit_files
     report = parse_junit(skipped)
     assert report.skip_reasons() == [("MLX is not installed here", 1)]
     assert skip_reason("collection skipped",

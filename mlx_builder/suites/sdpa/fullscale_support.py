@@ -10,7 +10,8 @@ the functions that run a model take the imported ``mx``.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sdpa_support import GIB, fit_quadratic_coefficient
 
@@ -91,7 +92,7 @@ def prefill_schedule(L: int, step: int) -> list[int]:
         n = min(step, L - done - 1)
         chunks.append(n)
         done += n
-    return chunks + [1]
+    return [*chunks, 1]
 
 
 def bytes_per_pair(results: Sequence[dict]) -> float:

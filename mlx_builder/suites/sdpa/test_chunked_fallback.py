@@ -190,7 +190,7 @@ def test_chunked_matches_unchunked(grid, budget, index, case):
 
 def _reference(index: int, case) -> np.ndarray:
     """float64 attention of the worker's inputs, rebuilt with NumPy."""
-    dtype, mask_kind, (hq, hkv), (ql, kl) = case
+    _dtype, mask_kind, (hq, hkv), (ql, kl) = case
     r = np.random.default_rng(index)
     B, D = 2, 32
     q, k, v = (r.standard_normal(s) for s in ((B, hq, ql, D), (B, hkv, kl, D),
@@ -290,4 +290,4 @@ def test_transforms_see_the_unchunked_graph(patched, tmp_path):
 
 
 if __name__ == "__main__":  # pragma: no cover - manual runs
-    sys.exit(pytest.main([__file__, "-q"] + sys.argv[1:]))
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -28,18 +28,32 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
 import numpy as np  # noqa: E402
-from e2e_support import (GREEDY_DTYPE, MARGIN, MODELS,  # noqa: E402
-                         build_model, find_mlx_lm, greedy, mlx_lm_modules,
-                         prefill_peak, prompt_for)
-from sdpa_support import (GIB, fallback_env, fit_exponent,  # noqa: E402
-                          fit_quadratic_coefficient, gpu_backend,
-                          no_gpu_reason, rel_error, run_json)
+from e2e_support import (  # noqa: E402
+    GREEDY_DTYPE,
+    MARGIN,
+    MODELS,
+    build_model,
+    find_mlx_lm,
+    greedy,
+    mlx_lm_modules,
+    prefill_peak,
+    prompt_for,
+)
+from sdpa_support import (  # noqa: E402
+    GIB,
+    fallback_env,
+    fit_exponent,
+    fit_quadratic_coefficient,
+    gpu_backend,
+    no_gpu_reason,
+    rel_error,
+    run_json,
+)
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
@@ -72,7 +86,7 @@ def test_long_prefill(name, bits, record_property):
     peaks = [r["peak_extra"] for r in results]
     e = fit_exponent(Ls, peaks)
     c = fit_quadratic_coefficient(Ls, peaks)
-    tag = f"{name}_{'q%d' % bits if bits else 'bf16'}"
+    tag = f"{name}_{f'q{bits}' if bits else 'bf16'}"
     record_property(f"exponent_{tag}", round(e, 3))
     record_property(f"quadratic_bytes_per_pair_{tag}", round(c, 3))
     record_property(f"peak_extra_gib_L{Ls[-1]}_{tag}", round(peaks[-1] / GIB, 3))

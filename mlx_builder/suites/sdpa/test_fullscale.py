@@ -29,20 +29,27 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
 from e2e_support import find_mlx_lm, mlx_lm_modules  # noqa: E402
-from fullscale_support import (CHUNKED_128K_PEAK_BYTES,  # noqa: E402
-                               CHUNKED_LENGTHS, FIT_LENGTHS, GEMMA4_31B,
-                               LONG_LENGTH, MAX_BYTES_PER_PAIR, PREFILL_STEP,
-                               build_gemma4_31b, bytes_per_pair,
-                               device_skip_reason, largest_completed, prefill,
-                               record_name)
-from sdpa_support import (GIB, device_memory_bytes, gpu_backend,  # noqa: E402
-                          no_gpu_reason)
+from fullscale_support import (  # noqa: E402
+    CHUNKED_128K_PEAK_BYTES,
+    CHUNKED_LENGTHS,
+    FIT_LENGTHS,
+    GEMMA4_31B,
+    LONG_LENGTH,
+    MAX_BYTES_PER_PAIR,
+    PREFILL_STEP,
+    build_gemma4_31b,
+    bytes_per_pair,
+    device_skip_reason,
+    largest_completed,
+    prefill,
+    record_name,
+)
+from sdpa_support import GIB, device_memory_bytes, gpu_backend, no_gpu_reason  # noqa: E402
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
-from fullscale_support import (GEMMA4_31B, LONG_LENGTH, MIN_DEVICE_BYTES,
-                               bytes_per_pair, device_skip_reason,
-                               largest_completed, layer_types, linear_shapes,
-                               prefill_schedule, quantized_bytes, record_name)
+from fullscale_support import (
+    GEMMA4_31B,
+    LONG_LENGTH,
+    MIN_DEVICE_BYTES,
+    bytes_per_pair,
+    device_skip_reason,
+    largest_completed,
+    layer_types,
+    linear_shapes,
+    prefill_schedule,
+    quantized_bytes,
+    record_name,
+)
 from sdpa_support import GIB
 
 
@@ -82,7 +90,7 @@ def test_bytes_per_pair_needs_three_completed_runs():
 
 
 def test_largest_completed_ignores_failed_runs():
-    runs = _runs(1.0) + [{"L": LONG_LENGTH, "status": "oom", "peak_extra": 0}]
+    runs = [*_runs(1.0), {"L": LONG_LENGTH, "status": "oom", "peak_extra": 0}]
     assert largest_completed(runs) == 65536
     assert largest_completed([{"L": 8, "status": "oom"}]) is None
 

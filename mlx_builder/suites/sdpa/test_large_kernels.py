@@ -28,14 +28,12 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
 import numpy as np  # noqa: E402
-from sdpa_support import (GIB, device_memory_bytes, gpu_backend,  # noqa: E402
-                          is_oom, no_gpu_reason, rel_error)
+from sdpa_support import GIB, device_memory_bytes, gpu_backend, is_oom, no_gpu_reason, rel_error  # noqa: E402
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
@@ -306,7 +304,7 @@ def test_rope_past_2_31():
         inv_freq = np.exp2(-(np.arange(half, dtype=np.float32) / np.float32(half))
                            * np.float32(math.log2(base))).astype(np.float32)
         for h in (0, H - 1):
-            for t in boundary_rows(L, D, ()) + [L // 2]:
+            for t in [*boundary_rows(L, D, ()), L // 2]:
                 xs = to_f32(x[0, h, t:t + SLICE]).astype(np.float64)
                 pos = np.arange(t, t + SLICE, dtype=np.float32)[:, None]
                 theta = (pos * inv_freq[None]).astype(np.float64)

@@ -23,15 +23,24 @@ import json
 import os
 
 import pytest
-
-from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
-from sdpa_support import (GIB, LONG, LONG_REASON, MIB,  # noqa: E402
-                          device_memory_bytes, fallback_env, fallback_lengths,
-                          fit_exponent, gpu_backend, measure_prefill_peak,
-                          no_gpu_reason, run_json)
+from sdpa_support import (  # noqa: E402
+    GIB,
+    LONG,
+    LONG_REASON,
+    MIB,
+    device_memory_bytes,
+    fallback_env,
+    fallback_lengths,
+    fit_exponent,
+    gpu_backend,
+    measure_prefill_peak,
+    no_gpu_reason,
+    run_json,
+)
 
 BACKEND = gpu_backend(mx)
 if BACKEND is None:

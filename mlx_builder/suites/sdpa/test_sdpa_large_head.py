@@ -25,17 +25,30 @@ import math
 
 import numpy as np
 import pytest
-
-from sdpa_support import MLX_MISSING  # noqa: E402  (imports no MLX)
+from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
-from sdpa_support import (LONG, LONG_REASON, TOLERANCE, fallback_env,  # noqa: E402
-                          gpu_backend, make_mask, measure_prefill_peak,
-                          no_gpu_reason, reference_attention, rel_error,
-                          run_json, same_as_fallback, sample_rows,
-                          score_bytes, sdpa, supports_force_fused, to_mx,
-                          to_np)
+from sdpa_support import (  # noqa: E402
+    LONG,
+    LONG_REASON,
+    TOLERANCE,
+    fallback_env,
+    gpu_backend,
+    make_mask,
+    measure_prefill_peak,
+    no_gpu_reason,
+    reference_attention,
+    rel_error,
+    run_json,
+    same_as_fallback,
+    sample_rows,
+    score_bytes,
+    sdpa,
+    supports_force_fused,
+    to_mx,
+    to_np,
+)
 
 BACKEND = gpu_backend(mx)
 FORCE_FUSED_API = supports_force_fused(mx)

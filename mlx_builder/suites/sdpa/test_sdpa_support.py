@@ -8,11 +8,19 @@ import math
 
 import numpy as np
 import pytest
-
-from sdpa_support import (causal_mask, fallback_env, fallback_lengths,
-                          fit_exponent, fit_quadratic_coefficient, make_mask,
-                          reference_attention, rel_error, run_json,
-                          same_as_fallback, sample_rows)
+from sdpa_support import (
+    causal_mask,
+    fallback_env,
+    fallback_lengths,
+    fit_exponent,
+    fit_quadratic_coefficient,
+    make_mask,
+    reference_attention,
+    rel_error,
+    run_json,
+    same_as_fallback,
+    sample_rows,
+)
 
 
 @pytest.mark.parametrize("e", [1.0, 1.5, 2.0])

@@ -30,7 +30,8 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 GIB = float(1 << 30)
 # Exit status of a worker that stopped after an out-of-memory with cases

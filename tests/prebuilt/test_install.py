@@ -1,0 +1,341 @@
+"""Host detection and wheel choice; `install --dry-run` on faked hosts; real pip."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fakes import make_wheel, manifest_for
+from packaging import tags as ptags
+
+from mlx_builder.cli import cli, main
+from mlx_builder.errors import WheelError
+from mlx_builder.prebuilt.install import (
+    FAKE_GPU_ENV,
+    FAKE_PLATFORM_ENV,
+    choose_wheel,
+    cuda_driver_gpus,
+    detect_host,
+    interpreter_tags,
+    parse_arch,
+    pip_command,
+)
+from mlx_builder.prebuilt.wheelindex import load_listing, write_index
+
+_T = next(iter(ptags.sys_tags()))
+MAC_TAG = f"{_T.interpreter}-{_T.abi}-macosx_14_0_arm64"
+
+
+@pytest.mark.parametrize("arch, cc, rank", [
+    ("90a", (9, 0), 0),            # an H200 runs sm_90a
+    ("90a", (10, 0), None),        # arch-specific: not forward compatible
+    ("121a", (12, 1), 0),
+    ("120a-real", (12, 1), None),  # sm_120a does not run on a GB10
+    ("120f", (12, 1), 1),          # family code does
+    ("120-real", (12, 1), 1),      # plain SASS runs on later minors
+    ("120-virtual", (12, 1), 2),   # PTX JIT
+    ("80-real", (8, 6), 1),
+    ("80-real", (9, 0), None),     # SASS never crosses a major
+    ("compute_80", (9, 0), 2),
+    ("sm_90a", (9, 0), 0),
+])
+def test_arch_rank(arch, cc, rank):
+    assert parse_arch(arch).rank_on(cc) == rank
+
+
+def test_parse_arch_rejects_garbage():
+    with pytest.raises(WheelError):
+        parse_arch("hopper")
+
+
+@pytest.fixture()
+def house(tmp_path):
+    """A wheelhouse like the release matrix makes, plus one foreign wheel."""
+    h = tmp_path / "house"
+    make_wheel(h, "0.32.1+mlxb.s90", manifest=manifest_for("cuda-sm90"))
+    make_wheel(h, "0.32.1+mlxb.s121", manifest=manifest_for("cuda-sm121"))
+    make_wheel(h, "0.32.1+mlxb.s120", manifest=manifest_for("cuda-sm120"))
+    # upstream's set without the Linux extras: 75, 80, 120a SASS + 120 PTX
+    make_wheel(h, "0.32.1+mlxb.cuda", manifest=manifest_for("cuda", system="Windows"))
+    make_wheel(h, "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    make_wheel(h, "0.32.1+mlxb.metal", tag=MAC_TAG,
+               manifest=manifest_for("metal", system="Darwin"))
+    make_wheel(h, "0.32.1")  # no manifest: not ours
+    write_index(h)
+    return h
+
+
+def _choose(house: Path, env: dict, **kw):
+    listing = load_listing(str(house))
+    host = detect_host(env=env)
+    return choose_wheel(((e, listing.locate(e)) for e in listing.wheels), host, **kw)
+
+
+def _reasons(choice) -> dict[str, str]:
+    return {c.filename.split("-")[1]: c.reason for c in choice.candidates
+            if not c.accepted}
+
+
+def test_sm90_host_picks_90a(house):
+    choice = _choose(house, {FAKE_GPU_ENV: "sm_90"})
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.s90-")
+    assert "exact SASS" in choice.chosen.reason
+    rejected = _reasons(choice)
+    assert "none runs" in rejected["0.32.1+mlxb.s121"]
+    assert "want cuda" in rejected["0.32.1+mlxb.cpu"]
+    assert "do not fit" in rejected["0.32.1+mlxb.metal"]
+    assert "no mlx-builder manifest" in rejected["0.32.1"]
+
+
+def test_sm121_host_needs_121a_or_120_family(house):
+    choice = _choose(house, {FAKE_GPU_ENV: "sm_121"})
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.s121-")
+    rejected = _reasons(choice)
+    assert "sm_120a" in rejected["0.32.1+mlxb.s120"]
+    assert "sm_90a" in rejected["0.32.1+mlxb.s90"]
+    ok = {c.filename.split("-")[1]: c.reason for c in choice.candidates if c.accepted}
+    assert "PTX" in ok["0.32.1+mlxb.cuda"]      # 120-virtual JITs on 12.1
+
+
+def test_ptx_is_the_fallback_and_newer_version_wins(house):
+    (next(house.glob("*s121*.whl"))).unlink()
+    write_index(house)
+    choice = _choose(house, {FAKE_GPU_ENV: "12.1"})
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.cuda-")
+    assert "PTX" in choice.chosen.reason
+    make_wheel(house, "0.32.2+mlxb.f", manifest=manifest_for("cuda-sm120f"))
+    write_index(house)
+    newer = _choose(house, {FAKE_GPU_ENV: "12.1"})
+    assert newer.chosen.filename.startswith("mlx-0.32.2+mlxb.f-")
+    older = _choose(house, {FAKE_GPU_ENV: "12.1"}, mlx="0.32.1")
+    assert older.chosen.filename.startswith("mlx-0.32.1+mlxb.cuda-")
+
+
+def test_every_gpu_must_be_covered(house):
+    mixed = {FAKE_GPU_ENV: "sm_90,sm_121"}
+    assert _choose(house, mixed).chosen is None
+    make_wheel(house, "0.32.1+mlxb.both",
+               manifest=manifest_for("cuda-sm90,cuda-sm121"))
+    write_index(house)
+    choice = _choose(house, mixed)
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.both-")
+    assert "CC 9.0" in choice.chosen.reason and "CC 12.1" in choice.chosen.reason
+
+
+def test_macos_host_picks_metal(house):
+    choice = _choose(house, {FAKE_GPU_ENV: "metal"})
+    assert choice.host.system == "Darwin" and choice.backend == "metal"
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.metal-")
+    assert all("do not fit" in c.reason for c in choice.candidates if not c.accepted
+               and c.filename != choice.chosen.filename
+               and "metal" not in c.filename)
+
+
+def test_cpu_host_and_commit_filter(house):
+    choice = _choose(house, {FAKE_GPU_ENV: "none"})
+    assert choice.chosen.filename.startswith("mlx-0.32.1+mlxb.cpu-")
+    none = _choose(house, {FAKE_GPU_ENV: "none"}, mlx="deadbeef")
+    assert none.chosen is None
+    assert _choose(house, {FAKE_GPU_ENV: "none"}, mlx="846d17").chosen is not None
+
+
+def _cli_dry_run(house: Path, env: dict) -> str:
+    res = CliRunner().invoke(cli, ["install", "--index", house.as_uri(), "--dry-run"],
+                             env=env, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("fake, chosen", [
+    ({FAKE_GPU_ENV: "sm_90"}, "mlx-0.32.1+mlxb.s90-"),
+    ({FAKE_GPU_ENV: "sm_121"}, "mlx-0.32.1+mlxb.s121-"),
+    ({FAKE_GPU_ENV: "metal", FAKE_PLATFORM_ENV: "macosx_15_0_arm64"},
+     "mlx-0.32.1+mlxb.metal-"),
+])
+def test_install_dry_run_on_faked_hosts(house, fake, chosen):
+    out = _cli_dry_run(house, fake)
+    assert f"choice: {chosen}" in out
+    assert "faked by" in out
+    assert out.count("rejected") >= 4          # every other wheel, with a reason
+
+
+def test_install_json_and_no_match_exit_code(house, monkeypatch, capsys):
+    monkeypatch.setenv(FAKE_GPU_ENV, "sm_100")
+    monkeypatch.setenv("MLX_BUILDER_CACHE", str(house.parent / "cache"))
+    with pytest.raises(SystemExit) as exc:
+        main(["install", "--index", str(house), "--json", "--dry-run"])
+    assert exc.value.code == WheelError.exit_code
+    data = json.loads(capsys.readouterr().out)
+    assert data["chosen"] is None and data["host"]["gpus"][0]["cc"] == "10.0"
+    assert not any(c["accepted"] for c in data["candidates"])
+    assert len(data["candidates"]) == 7 and all(c["reason"] for c in data["candidates"])
+
+
+def test_install_with_pip_offline_into_target(house, tmp_path):
+    target = tmp_path / "site"
+    res = CliRunner().invoke(cli, [
+        "--offline", "--cache-dir", str(tmp_path / "cache"), "install",
+        "--index", (house / "simple").as_uri(), "--backend", "cpu",
+        f"--pip-arg=--target={target}"], env={"PIP_CONFIG_FILE": os.devnull},
+        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "installed mlx-0.32.1+mlxb.cpu-" in " ".join(res.output.split())
+    assert any(target.glob("mlx-0.32.1+mlxb.cpu.dist-info"))
+    assert (target / "mlx" / "_mlx_builder_manifest.json").is_file()
+
+
+def test_pip_command_offline_uses_wheel_dir():
+    cmd = pip_command("py", "/w/mlx.whl", ["--no-deps"], offline=True)
+    assert cmd[:3] == ["py", "-m", "pip"]
+    assert cmd[-1] == "/w/mlx.whl" and "--no-index" in cmd
+    assert cmd[cmd.index("--find-links") + 1] == "/w"
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="nvidia-smi path is Linux")
+def test_detect_with_nvidia_smi(tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA GB10, 12.1'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    host = detect_host(env={"PATH": str(tmp_path)})
+    assert host.backend == "cuda" and host.source == "nvidia-smi"
+    assert host.gpus[0].cc == (12, 1) and host.gpus[0].name == "NVIDIA GB10"
+    assert host.tags[0] == _T
+
+
+FAKE_DRIVER = r"""
+#include <string.h>
+int cuInit(unsigned f) { return 0; }
+int cuDeviceGetCount(int *c) { *c = 2; return 0; }
+int cuDeviceGet(int *d, int i) { *d = i; return 0; }
+int cuDeviceGetAttribute(int *v, int attr, int d) {
+  if (attr == 75) { *v = d ? 12 : 9; return 0; }
+  if (attr == 76) { *v = d ? 1 : 0; return 0; }
+  return 1;
+}
+int cuDeviceGetName(char *n, int len, int d) {
+  strncpy(n, d ? "Fake GB10" : "Fake H200", len); return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("cc") or sys.platform != "linux",
+                    reason="needs a C compiler to build a fake libcuda")
+def test_cuda_driver_detection_through_ctypes(tmp_path):
+    src = tmp_path / "fakecuda.c"
+    src.write_text(FAKE_DRIVER)
+    lib = tmp_path / "libfakecuda.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    gpus = cuda_driver_gpus(str(lib))
+    assert [(g.name, g.cc) for g in gpus] == [("Fake H200", (9, 0)),
+                                              ("Fake GB10", (12, 1))]
+    assert cuda_driver_gpus(str(tmp_path / "absent.so")) == ()
+
+
+def test_tags_of_another_interpreter_and_faked_platforms():
+    assert interpreter_tags(sys.executable) == tuple(ptags.sys_tags())
+    mac = interpreter_tags(sys.executable, ["macosx_14_0_arm64"])
+    assert str(mac[0]) == MAC_TAG
+    host = detect_host(env={FAKE_GPU_ENV: "sm_90",
+                            FAKE_PLATFORM_ENV: "manylinux_2_28_aarch64"})
+    plats = {t.platform for t in host.tags}
+    assert {"manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"} <= plats
+    assert host.machine == "aarch64" and host.system == "Linux"
+
+
+# --- hash checking -----------------------------------------------------------
+
+def _swap(house: Path, version: str) -> Path:
+    """Replace the indexed wheel ``version`` by another file of the same name."""
+    wheel = next(house.glob(f"mlx-{version}-*.whl"))
+    other = make_wheel(house.parent / "elsewhere", version, manifest=manifest_for("cpu"),
+                       marker="swapped")
+    shutil.copy(other, wheel)
+    return wheel
+
+
+def test_install_refuses_a_wheel_swapped_after_index(house, tmp_path, capsys):
+    _swap(house, "0.32.1+mlxb.cpu")
+    target = tmp_path / "site"
+    with pytest.raises(SystemExit) as exc:
+        main(["--offline", "--cache-dir", str(tmp_path / "cache"), "install", "--index",
+              str(house), "--backend", "cpu", f"--pip-arg=--target={target}"])
+    from mlx_builder.errors import HashMismatchError
+    assert exc.value.code == HashMismatchError.exit_code == 31
+    assert "does not match the sha256 the index lists" in " ".join(capsys.readouterr().err.split())
+    assert not target.exists()
+
+
+def test_pip_runs_in_hash_checking_mode(house, tmp_path):
+    from mlx_builder.prebuilt.install import hashed_pip_commands
+    wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
+    req = tmp_path / "req.txt"
+    cmds = hashed_pip_commands("py", str(wheel), "ab" * 32, "mlx", req, ["--no-cache-dir"])
+    assert len(cmds) == 1 and cmds[0][-4:] == ["--require-hashes", "--no-deps", "-r", str(req)]
+    assert req.read_text() == f"mlx @ {wheel.resolve().as_uri()} --hash=sha256:{'ab' * 32}\n"
+    # a wheel with runtime requirements gets a second call for them
+    from mlx_builder.wheelbuild.manifest import inject
+    dep = inject(wheel, tmp_path / "d" / wheel.name, manifest=manifest_for("cpu"),
+                 requires=["nvidia-cudnn-cu13==9.*", "pytest; extra == 'dev'"])
+    cmds = hashed_pip_commands("py", str(dep), "ab" * 32, "mlx", req)
+    assert cmds[1][-1] == "nvidia-cudnn-cu13==9.*" and "--require-hashes" not in cmds[1]
+    assert len(hashed_pip_commands("py", str(dep), "ab" * 32, "mlx", req, ["--no-deps"])) == 1
+
+
+def test_pip_itself_refuses_a_hash_mismatch(house, tmp_path):
+    """The file changes between our check and pip's: pip's hash check stops it."""
+    from mlx_builder.prebuilt.install import hashed_pip_commands
+    wheel = next(house.glob("mlx-0.32.1+mlxb.cpu-*.whl"))
+    cmd = hashed_pip_commands(sys.executable, str(wheel), "0" * 64, "mlx", tmp_path / "r.txt",
+                              [f"--target={tmp_path / 'site'}"], offline=True)[0]
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    from mlx_builder.prebuilt.install import PIP_HASH_MISMATCH
+    assert proc.returncode != 0 and PIP_HASH_MISMATCH in proc.stdout + proc.stderr
+
+
+def test_index_refuses_a_wheel_whose_record_or_manifest_does_not_match(tmp_path):
+    import zipfile
+    good = make_wheel(tmp_path / "h", "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    with zipfile.ZipFile(good, "a") as zf:
+        zf.writestr("mlx/evil.py", "print('evil')\n")
+    with pytest.raises(WheelError, match="does not match its RECORD"):
+        write_index(tmp_path / "h")
+    assert not (tmp_path / "h" / "index.json").exists()
+    other = tmp_path / "h2"
+    wheel = make_wheel(other, "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    renamed = wheel.with_name(wheel.name.replace("mlxb.cpu", "mlxb.cu90a"))
+    wheel.rename(renamed)
+    with pytest.raises(WheelError, match="its manifest says version"):
+        write_index(other)
+
+
+def test_an_aarch64_gb10_host_gets_the_aarch64_sm121_wheel(tmp_path):
+    """A DGX Spark (GB10: sm_121 on a Grace CPU) takes the manylinux aarch64
+    sm_121 wheel; the x86_64 build of the same target is refused for its tag,
+    the aarch64 sm_90 (GH200) wheel for its GPU code."""
+    py = f"{_T.interpreter}-{_T.abi}"
+    h = tmp_path / "house"
+    make_wheel(h, "0.32.2+mlxb.a121", tag=f"{py}-manylinux_2_35_aarch64",
+               manifest=manifest_for("cuda-sm121"))
+    make_wheel(h, "0.32.2+mlxb.a90", tag=f"{py}-manylinux_2_35_aarch64",
+               manifest=manifest_for("cuda-sm90"))
+    make_wheel(h, "0.32.2+mlxb.x121", tag=f"{py}-manylinux_2_35_x86_64",
+               manifest=manifest_for("cuda-sm121"))
+    write_index(h)
+    env = {FAKE_GPU_ENV: "sm_121", FAKE_PLATFORM_ENV: "manylinux_2_39_aarch64"}
+    choice = _choose(h, env)
+    assert choice.chosen is not None and "a121" in choice.chosen.filename
+    assert choice.chosen.filename.endswith("manylinux_2_35_aarch64.whl")
+    why = _reasons(choice)
+    assert "0.32.2+mlxb.x121" in why and "0.32.2+mlxb.a90" in why
+    # an older glibc than the wheel's floor takes none of them
+    old = _choose(h, {FAKE_GPU_ENV: "sm_121", FAKE_PLATFORM_ENV: "manylinux_2_31_aarch64"})
+    assert old.chosen is None

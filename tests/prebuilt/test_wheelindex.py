@@ -1,0 +1,124 @@
+"""The PEP 503 index and JSON listing over a wheelhouse, checked with real pip."""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from click.testing import CliRunner
+from fakes import HERE_TAG, make_wheel, manifest_for
+
+from mlx_builder.cli import cli
+from mlx_builder.errors import WheelError
+from mlx_builder.prebuilt.wheelindex import load_listing, write_index
+from mlx_builder.wheelbuild.manifest import verify_record
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.links.append(dict(attrs))
+
+
+def _links(page: Path) -> list[dict]:
+    parser = _Links()
+    parser.feed(page.read_text())
+    return parser.links
+
+
+def test_index_pages_and_listing(tmp_path):
+    house = tmp_path / "house"
+    cuda = make_wheel(house, "0.32.1+mlxb.aa", manifest=manifest_for("cuda-sm90"))
+    bare = make_wheel(house, "0.32.0", name="other")
+    result = write_index(house)
+
+    projects = _links(house / "simple" / "index.html")
+    assert [p["href"] for p in projects] == ["mlx/", "other/"]
+    links = _links(house / "simple" / "mlx" / "index.html")
+    assert len(links) == 1
+    href = links[0]["href"]
+    path, digest = href.split("#sha256=")
+    assert (house / "simple" / "mlx" / unquote(path)).resolve() == cuda.resolve()
+    assert digest == hashlib.sha256(cuda.read_bytes()).hexdigest()
+    assert links[0]["data-requires-python"] == ">=3.10"
+
+    data = json.loads(result.listing.read_text())
+    by_name = {w["filename"]: w for w in data["wheels"]}
+    assert by_name[cuda.name]["manifest"]["archs"] == ["90a"]
+    assert by_name[cuda.name]["manifest"]["backend"] == "cuda"
+    assert verify_record(cuda) == []
+    assert by_name[cuda.name]["tags"] == [HERE_TAG]
+    assert by_name[bare.name]["manifest"] is None
+    assert "manifest" in by_name[bare.name]["manifest_error"]
+
+
+def test_index_is_deterministic_and_base_url(tmp_path):
+    house = tmp_path / "house"
+    make_wheel(house, manifest=manifest_for("cpu"))
+    first = write_index(house, tmp_path / "a")
+    write_index(house, tmp_path / "b")
+    assert first.listing.read_bytes() != b""
+    for rel in ("index.json", "simple/index.html"):
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    write_index(house, tmp_path / "c", base_url="https://example.org/wheels/")
+    link = _links(tmp_path / "c" / "simple" / "mlx" / "index.html")[0]["href"]
+    assert link.startswith("https://example.org/wheels/mlx-0.32.1%2Bmlxb.x-")
+
+
+def test_empty_wheelhouse_is_an_error(tmp_path):
+    with pytest.raises(WheelError, match="no wheels"):
+        write_index(tmp_path)
+
+
+def test_load_listing_from_dir_simple_url_and_bare_house(tmp_path):
+    house = tmp_path / "house"
+    wheel = make_wheel(house, manifest=manifest_for("cpu"))
+    bare = load_listing(str(house))          # no index.json yet: scanned
+    assert [w["filename"] for w in bare.wheels] == [wheel.name]
+    write_index(house, tmp_path / "idx")
+    for where in (str(tmp_path / "idx"), (tmp_path / "idx" / "simple").as_uri() + "/"):
+        listing = load_listing(where)
+        assert listing.local
+        assert Path(listing.locate(listing.wheels[0])).resolve() == wheel.resolve()
+    with pytest.raises(WheelError, match="no wheel index"):
+        load_listing(str(tmp_path / "missing"))
+
+
+def _pip(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_CONFIG_FILE=os.devnull)
+    return subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _import_marker(target: Path) -> str:
+    out = subprocess.run([sys.executable, "-c", "import mlx; print(mlx.MARKER)"],
+                         env=dict(os.environ, PYTHONPATH=str(target)),
+                         capture_output=True, text=True, check=True, cwd=target)
+    return out.stdout.strip()
+
+
+def test_pip_installs_from_generated_file_index(tmp_path):
+    """`mlx-builder index`, then plain pip against file://ROOT/simple/, offline."""
+    house = tmp_path / "house"
+    make_wheel(house, "0.32.0+mlxb.old", manifest=manifest_for("cpu"), marker="old")
+    make_wheel(house, "0.32.1+mlxb.x", manifest=manifest_for("cpu"), marker="new")
+    res = CliRunner().invoke(cli, ["index", str(house)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "mlx-0.32.1+mlxb.x" in res.output
+    target = tmp_path / "site"
+    proc = _pip("install", "--disable-pip-version-check", "--no-deps",
+                "--index-url", (house / "simple").as_uri() + "/",
+                "--target", str(target), "mlx==0.32.1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _import_marker(target) == "new"

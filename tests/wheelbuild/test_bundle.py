@@ -1,0 +1,306 @@
+"""Bundles: deterministic tarballs of patched MLX + dependencies + settings."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from fakes import dep_repo, fake_mlx
+from gitfixture import git
+
+from mlx_builder.errors import BundleError, TargetError
+from mlx_builder.settings import Settings
+from mlx_builder.source.series import PatchEntry
+from mlx_builder.wheelbuild.bundle import (
+    BUNDLE_JSON,
+    _verify,
+    file_sha256,
+    open_bundle,
+    plan_from_tree,
+    read_bundle_json,
+    tree_files,
+    write_bundle,
+)
+from mlx_builder.wheelbuild.targets import parse_targets
+
+
+def make_settings(tmp_path: Path, name: str = "cache", **sources) -> Settings:
+    return Settings(cache_dir=tmp_path / name, offline=True,
+                    dep_sources={k: str(v) for k, v in sources.items()})
+
+
+@pytest.fixture
+def world(tmp_path):
+    mlx = fake_mlx(tmp_path / "mlx")
+    (mlx / "build").mkdir()
+    (mlx / "build" / "junk.o").write_text("ignored by .gitignore")
+    (mlx / "untracked.txt").write_text("new file from a patch, not yet added\n")
+    fmt = dep_repo(tmp_path / "fmt", "12.1.0", {"include/fmt/core.h": "// fmt\n",
+                                                "support/build.py": "#!/bin/sh\n"},
+                   executable=("support/build.py",))
+    cutlass = dep_repo(tmp_path / "cutlass", "v4.4.2", {"include/cute/tensor.hpp": "//\n",
+                                                        "media/big.png": "x" * 1000})
+    return SimpleNamespace(mlx=mlx, fmt=fmt, cutlass=cutlass, tmp=tmp_path)
+
+
+def test_tree_files_follow_git(world):
+    files = tree_files(world.mlx)
+    assert "untracked.txt" in files and "build/junk.o" not in files
+    assert not any(f.startswith(".git/") for f in files)
+
+
+def test_bundle_is_deterministic_and_self_describing(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    targets = parse_targets("cpu")
+    first = write_bundle(s, world.mlx, targets, world.tmp / "out")
+    again = write_bundle(make_settings(world.tmp, "cache2", fmt=world.fmt), world.mlx, targets,
+                         world.tmp / "other" / first.name)
+    assert first.read_bytes() == again.read_bytes()
+    assert first.name.startswith("mlx-0.1.0_mlxb.") and first.name.endswith(".cpu.tar.gz")
+    with tarfile.open(first) as tf:
+        members = tf.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    assert all(m.mtime == 0 and m.uid == 0 and m.gid == 0 and m.uname == "" for m in members)
+    top = names[0].split("/")[0]
+    assert f"{top}/{BUNDLE_JSON}" in names and f"{top}/mlx/untracked.txt" in names
+    assert f"{top}/deps/fmt/include/fmt/core.h" in names
+    assert not any("cutlass" in n for n in names)          # cpu does not need it
+    modes = {m.name.split("/", 1)[1]: m.mode for m in members}
+    assert modes["deps/fmt/support/build.py"] == 0o755 and modes["mlx/setup.py"] == 0o644
+    meta = read_bundle_json(first)
+    assert meta["target"]["spec"] == "cpu" and meta["dependencies"][0]["path"] == "deps/fmt"
+    assert meta["provenance"]["upstream_version"] == "0.1.0"
+
+
+def test_open_bundle_round_trip(world):
+    s = make_settings(world.tmp, fmt=world.fmt, cutlass=world.cutlass)
+    targets = parse_targets("cuda-sm90")
+    plan = plan_from_tree(s, world.mlx, targets)
+    path = write_bundle(s, world.mlx, targets, world.tmp / "b.tar.gz", plan=plan)
+    offline = make_settings(world.tmp, "elsewhere")           # no sources, empty cache
+    opened = open_bundle(offline, path)
+    assert opened.label == plan.label and opened.provenance == plan.provenance
+    assert opened.targets.spec == "cuda-sm90" and opened.bundle_sha256 == file_sha256(path)
+    assert [d.name for d in opened.deps.deps] == ["fmt", "cutlass"]
+    for d in opened.deps.deps:
+        assert d.path.is_dir() and d.via == "bundle"
+        assert str(d.path).startswith(str(offline.worktrees_dir / "bundles"))
+    assert sorted(p.name for p in (opened.src).iterdir())[:2] == [".gitignore", "CMakeLists.txt"]
+    assert (next(d for d in opened.deps.deps if d.name == "cutlass").path / "media").exists() is False
+    combo = open_bundle(offline, path, parse_targets("cuda-sm90,cuda-sm121"))
+    assert combo.label.endswith(".cu90ax121a") and combo.deps == opened.deps
+    with pytest.raises(TargetError, match="made for cuda-sm90"):
+        open_bundle(offline, path, parse_targets("cpu"))
+
+
+def test_bundle_for_cpu_cannot_build_cuda(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "cpu.tar.gz")
+    with pytest.raises(TargetError):
+        open_bundle(s, path, parse_targets("cuda-sm90"))
+
+
+def test_tampered_dependency_is_detected(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "cpu.tar.gz")
+    plan = open_bundle(s, path)
+    top = plan.src.parent
+    (top / "deps/fmt/include/fmt/core.h").write_text("// changed\n")
+    with pytest.raises(BundleError, match=r"does not match its bundle.json"):
+        _verify(top)
+
+
+def test_series_provenance_goes_into_the_bundle(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    commit = git(world.mlx, "rev-parse", "HEAD")
+    patch = PatchEntry("0021-x.patch", Path("/p/0021-x.patch"), "all", "not-forwarded", "c" * 64)
+    tree = SimpleNamespace(path=world.mlx, upstream_url=str(world.mlx), base_commit=commit,
+                           applied=(patch,), skipped=(),
+                           ref=SimpleNamespace(ref="main", commit=commit, kind="branch",
+                                               version="0.1.0"),
+                           series=SimpleNamespace(name="main", base=commit))
+    path = write_bundle(s, tree, parse_targets("cpu"), world.tmp / "s.tar.gz")
+    prov = json.loads(json.dumps(read_bundle_json(path)["provenance"]))
+    assert prov["series"] == "main" and prov["patches"][0]["sha256"] == "c" * 64
+    assert prov["upstream_commit"] == commit
+    assert prov["upstream_url"] == "https://github.com/ml-explore/mlx"   # a local mirror path is not provenance
+
+
+def test_bundle_and_inspect_commands(world):
+    from click.testing import CliRunner
+
+    from mlx_builder.cli import cli
+    env = {"MLX_BUILDER_DEP_FMT": str(world.fmt)}
+    base = ["--cache-dir", str(world.tmp / "c"), "--offline"]
+    made = CliRunner(env=env).invoke(cli, [*base, "bundle", "--source", str(world.mlx),
+                                           "--target", "cpu", "--out", str(world.tmp / "dist")])
+    assert made.exit_code == 0, made.output
+    path = next((world.tmp / "dist").glob("*.tar.gz"))
+    assert f"bundle:  {path}" in made.output and "MiB" in made.output
+    shown = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert shown.exit_code == 0 and "fmt 12.1.0" in shown.output and "target:    cpu" in shown.output
+
+
+# ----------------------------------------------------------------- verification
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    """A copy of bundle ``src`` with members changed by ``edit(name, data)``
+    (return None to drop a member, or (name, data) pairs via a list to add)."""
+    import gzip
+    import io
+    with tarfile.open(src) as tf:
+        members = [(m, tf.extractfile(m).read() if m.isfile() else None) for m in tf.getmembers()]
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as out:
+        for m, data in members:
+            for name, new in edit(m.name, data):
+                info = tarfile.TarInfo(name)
+                info.mode, info.type = m.mode, m.type
+                info.size = len(new) if new is not None else 0
+                out.addfile(info, io.BytesIO(new) if new is not None else None)
+    return dst
+
+
+def _changed(suffix: str, new: bytes):
+    return lambda name, data: [(name, new if name.endswith(suffix) else data)]
+
+
+@pytest.fixture
+def made(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "out" / "b.tar.gz")
+    return SimpleNamespace(path=path, node=make_settings(world.tmp, "node"), tmp=world.tmp)
+
+
+def test_bundle_json_hashes_every_file_and_the_archive_hash_lies_beside(made):
+    meta = read_bundle_json(made.path)
+    assert meta["schema"] == 2
+    assert {"mlx/setup.py", "mlx/untracked.txt", "deps/fmt/include/fmt/core.h"} <= set(meta["files"])
+    assert meta["files"]["deps/fmt/support/build.py"]["exec"] is True
+    side = made.path.with_name(made.path.name + ".sha256")
+    assert side.read_text() == f"{file_sha256(made.path)}  {made.path.name}\n"
+
+
+@pytest.mark.parametrize("edit, why", [
+    (_changed("/mlx/setup.py", b"print('evil')\n"), "mlx/setup.py: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// evil\n"), "core.h: sha256 differs"),
+    (lambda n, d: [] if n.endswith("/mlx/CMakeLists.txt") else [(n, d)], "CMakeLists.txt: missing"),
+    (lambda n, d: [(n, d)] + ([(n.rsplit("/", 1)[0] + "/mlx/extra.py", b"x")]
+                              if n.endswith("/mlx/setup.py") else []), "extra.py: not in bundle.json"),
+    (lambda n, d: [(n, d)] + ([(n.split("/")[0] + "/wheels/evil-1.0-py3-none-any.whl", b"w")]
+                              if n.endswith("/mlx/setup.py") else []), "evil-1.0"),
+])
+def test_a_tampered_bundle_never_builds_not_even_on_a_second_try(made, edit, why):
+    bad = _rewrite(made.path, made.tmp / "bad.tar.gz", edit)
+    for _ in range(2):
+        with pytest.raises(BundleError, match=r"does not match its bundle.json") as exc:
+            open_bundle(made.node, bad)
+        assert why in exc.value.why and exc.value.exit_code == 34
+    bundles = made.node.worktrees_dir / "bundles"
+    assert not bundles.exists() or [p.name for p in bundles.iterdir()
+                                    if not p.name.endswith(".lock")] == []
+
+
+def test_a_corrupt_gzip_stream_is_detected(made):
+    data = bytearray(made.path.read_bytes())
+    data[-6] ^= 0xFF                                   # the CRC in the gzip trailer
+    bad = made.tmp / "crc.tar.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match="is corrupt"):
+        open_bundle(made.node, bad)
+    truncated = made.tmp / "short.tar.gz"
+    truncated.write_bytes(made.path.read_bytes()[:-100])
+    with pytest.raises(BundleError):
+        open_bundle(made.node, truncated)
+
+
+def test_sha256_pin_and_the_file_beside(made):
+    from mlx_builder.errors import HashMismatchError
+    sha = file_sha256(made.path)
+    assert open_bundle(made.node, made.path, expect_sha256="sha256:" + sha.upper()).bundle_sha256 == sha
+    with pytest.raises(HashMismatchError, match=r"\(--sha256\)"):
+        open_bundle(made.node, made.path, expect_sha256="0" * 64)
+    with pytest.raises(BundleError, match="is not a sha256"):
+        open_bundle(made.node, made.path, expect_sha256="abc")
+    side = made.path.with_name(made.path.name + ".sha256")
+    side.write_text("1" * 64 + "  b.tar.gz\n")
+    with pytest.raises(HashMismatchError, match=r"\(b.tar.gz.sha256\)"):
+        open_bundle(make_settings(made.tmp, "node2"), made.path)
+
+
+def test_a_bundle_without_per_file_hashes_needs_a_pin(made):
+    def old(name, data):
+        if name.endswith("/bundle.json"):
+            meta = json.loads(data)
+            meta["schema"] = 1
+            del meta["files"]
+            data = json.dumps(meta).encode()
+        return [(name, data)]
+    legacy = _rewrite(made.path, made.tmp / "legacy.tar.gz", old)
+    with pytest.raises(BundleError, match="no per-file hashes"):
+        open_bundle(made.node, legacy)
+    plan = open_bundle(made.node, legacy, expect_sha256=file_sha256(legacy))
+    assert plan.src.is_dir()
+
+
+@pytest.mark.parametrize("meta", [[1, 2], {"format": "other"}, "text",
+                                  {"format": "mlx-builder-bundle", "schema": 2, "target": "cpu"}])
+def test_bundle_json_of_the_wrong_shape(made, meta):
+    bad = _rewrite(made.path, made.tmp / "shape.tar.gz",
+                   lambda n, d: [(n, json.dumps(meta).encode() if n.endswith("/bundle.json") else d)])
+    with pytest.raises(BundleError, match="wrong shape"):
+        read_bundle_json(bad)
+    with pytest.raises(BundleError, match="wrong shape"):
+        open_bundle(made.node, bad)
+
+
+def test_bundle_out_naming_a_file_is_refused(world):
+    from mlx_builder.errors import BuildError
+    s = make_settings(world.tmp, fmt=world.fmt)
+    (world.tmp / "taken").write_text("x")
+    with pytest.raises(BuildError, match="is a file"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "taken")
+    assert (world.tmp / "taken").read_text() == "x"
+
+
+def test_a_bundle_with_toolchain_carries_the_build_environment_wheels(world, monkeypatch):
+    """--with-toolchain: the registry wheels go into toolchain/, bundle.json
+    lists them with the pins, and the unpacked bundle names the folder the
+    build provisions from (no network on the node)."""
+    import sys
+
+    from mlx_builder.wheelbuild import buildenv as be
+    spec = be.EnvSpec(13, be.PLATFORMS["linux-aarch64"], be.PLATFORMS["linux-aarch64"],
+                      sys.executable, "3.12.3", ("ninja==1.13.0",), (),
+                      ("nvidia-cuda-nvcc==13.0.88",), ("nvidia-cuda-runtime==13.0.96",))
+    asked = []
+
+    def download(s, dest, runner):
+        asked.append(s)
+        dest.mkdir(parents=True, exist_ok=True)
+        for pin in s.pins:
+            name, ver = pin.split("==")
+            (dest / f"{name.replace('-', '_')}-{ver}-py3-none-manylinux_2_27_aarch64.whl"
+             ).write_bytes(b"wheel")
+        return sorted(dest.glob("*.whl"))
+    monkeypatch.setattr(be, "download_wheels", download)
+    s = make_settings(world.tmp, fmt=world.fmt, cutlass=world.cutlass)
+    targets = parse_targets("cuda-sm121")
+    path = write_bundle(s, world.mlx, targets, world.tmp / "tc.tar.gz", toolchain=spec)
+    assert asked == [spec]
+    with tarfile.open(path) as tf:
+        meta = json.loads(tf.extractfile(next(m for m in tf.getmembers()
+                                              if m.name.endswith(BUNDLE_JSON))).read())
+    assert meta["toolchain"]["platform"] == "linux-aarch64"
+    assert meta["toolchain"]["pins"] == list(spec.pins) and len(meta["toolchain"]["wheels"]) == 3
+    opened = open_bundle(make_settings(world.tmp, "node"), path)
+    assert opened.toolchain_dir is not None
+    assert sorted(p.name.split("-")[0] for p in opened.toolchain_dir.glob("*.whl")) == [
+        "ninja", "nvidia_cuda_nvcc", "nvidia_cuda_runtime"]
+    plain = open_bundle(make_settings(world.tmp, "node2"),
+                        write_bundle(s, world.mlx, targets, world.tmp / "plain.tar.gz"))
+    assert plain.toolchain_dir is None
