@@ -4,10 +4,9 @@
     python scripts/mlx_sdpa_cases.py --label NAME [--out FILE.jsonl]
 
 Run it once per environment (MLX reads its MLX_CUDA_SDPA_* variables once),
-e.g. the patched default, MLX_CUDA_SDPA_TILED_SMALL=1 (the 99 KB
-configuration), plus MLX_CUDA_SDPA_TILED_ONE_BLOCK_PER_SM=1 (GB10's
-occupancy), MLX_CUDA_SDPA_TILED_WGMMA=0 (mma.sync on sm_90) and
-MLX_CUDA_SDPA_TILED=0 (upstream's unfused fallback). Cases: causal prefill
+e.g. the patched default, MLX_CUDA_SDPA_TILED_CONFIG=small (the 99 KB
+configuration), small-1sm (the same at GB10's occupancy), large (mma.sync
+on sm_90) and MLX_CUDA_SDPA_TILED=0 (upstream's unfused fallback). Cases: causal prefill
 qL = kL, mlx-lm's chunked prefill (2048 queries against a long cache,
 bottom-right causal) and decode (one query); bf16, 32 query heads. Each call
 is waited for (latency); the median of --iters calls after --warmup. With

@@ -7,7 +7,7 @@
 // it only instantiates and launches what the patch adds.
 
 #include "mlx/backend/cuda/device/attention_decode.cuh"
-#include "mlx/backend/cuda/device/attention_ws.cuh"
+#include "mlx/backend/cuda/device/attention_tile_size.cuh"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -162,175 +162,62 @@ int launch_typed(
 }
 
 // MLX's configuration C at head dim D, run as MLX runs it: with the traits
-// it takes for the mask kind (attn::TiledTraitsForMask). Candidates are
-// traits types and run as they are.
-template <int D, attn::TiledConfig C>
-struct MlxConfig {};
-
-template <typename Traits, attn::MaskKind M>
-struct ResolveTraits {
-  using type = Traits;
-};
-template <int D, attn::TiledConfig C, attn::MaskKind M>
-struct ResolveTraits<MlxConfig<D, C>, M> {
-  using type = attn::TiledTraitsForMask<D, C, M>;
-};
-
-template <typename Config, typename T, attn::MaskKind M>
-int launch_resolved(const void* q, const void* k, const void* v,
-                    const void* mask, const void* sinks, void* o,
-                    const attn::TiledParams& p, cudaStream_t s) {
-  return launch_typed<typename ResolveTraits<Config, M>::type, T, M>(
-      q, k, v, mask, sinks, o, p, s);
-}
-
-template <typename Traits, typename T>
+// it takes for the mask kind (attn::TiledTraitsForMask).
+template <int D, attn::TiledConfig C, typename T>
 int launch_mask(int mask_kind, const void* q, const void* k, const void* v,
                 const void* mask, const void* sinks, void* o,
                 const attn::TiledParams& p, cudaStream_t s) {
+  using attn::MaskKind;
   switch (mask_kind) {
     case 0:
-      return launch_resolved<Traits, T, attn::MaskKind::kNone>(
-          q, k, v, mask, sinks, o, p, s);
+      return launch_typed<attn::TiledTraitsForMask<D, C, MaskKind::kNone>, T,
+                          MaskKind::kNone>(q, k, v, mask, sinks, o, p, s);
     case 1:
-      return launch_resolved<Traits, T, attn::MaskKind::kCausal>(
-          q, k, v, mask, sinks, o, p, s);
+      return launch_typed<attn::TiledTraitsForMask<D, C, MaskKind::kCausal>, T,
+                          MaskKind::kCausal>(q, k, v, mask, sinks, o, p, s);
     case 2:
-      return launch_resolved<Traits, T, attn::MaskKind::kArray>(
-          q, k, v, mask, sinks, o, p, s);
+      return launch_typed<attn::TiledTraitsForMask<D, C, MaskKind::kArray>, T,
+                          MaskKind::kArray>(q, k, v, mask, sinks, o, p, s);
     case 3:
-      return launch_resolved<Traits, T, attn::MaskKind::kBool>(
-          q, k, v, mask, sinks, o, p, s);
+      return launch_typed<attn::TiledTraitsForMask<D, C, MaskKind::kBool>, T,
+                          MaskKind::kBool>(q, k, v, mask, sinks, o, p, s);
     default:
       return 10;
   }
 }
 
-template <typename Traits>
+template <int D, attn::TiledConfig C>
 int launch_dtype(int dtype, int mask_kind, const void* q, const void* k,
                  const void* v, const void* mask, const void* sinks, void* o,
                  const attn::TiledParams& p, cudaStream_t s) {
   switch (dtype) {
     case kFloat16:
-      return launch_mask<Traits, __half>(mask_kind, q, k, v, mask, sinks, o, p, s);
+      return launch_mask<D, C, __half>(mask_kind, q, k, v, mask, sinks, o, p, s);
     case kBFloat16:
-      return launch_mask<Traits, __nv_bfloat16>(
+      return launch_mask<D, C, __nv_bfloat16>(
           mask_kind, q, k, v, mask, sinks, o, p, s);
     default:
       return 11;
   }
 }
 
-// Config codes: 0 = MLX's small (99 KB) configuration, 1 = its large one,
-// 2-3 and 5-8 = candidate tilings for tuning (not in MLX), per head dim,
-// 4 = MLX's wgmma configuration (sm_90a only), 9 = its medium (163 KB) one,
-// 10-14 = wgmma candidates (sm_90a only; cand8 at head dim 192 is one too).
-template <int D>
-struct Candidates {
-  using C2 = void;
-  using C3 = void;
-  using C5 = void;
-  using C6 = void;
-  using C7 = void;
-  using C8 = void;
-  using C10 = void;
-  using C11 = void;
-  using C12 = void;
-  using C13 = void;
-  using C14 = void;
-  using C15 = void;
-  using C16 = void;
-};
-using attn::RingHalfQTiledTraits;
-using attn::RingQuarterQTiledTraits;
-using attn::RingSmemQTiledTraits;
-using attn::RingTiledTraits;
-// MLX's rings before their K and V tiles came by TMA: every thread's cp.async
-// and a block barrier per tile.
-constexpr attn::RingCopy kThreads = attn::RingCopy::kThreads;
-// The TMA ring without the early refill of K's slot (MLX's small before it).
-constexpr attn::RingCopy kTma = attn::RingCopy::kTma;
-// MLX's wgmma tiles at 192 / 256 before they took Q, K and V by TMA: every
-// thread's cp.async and a block barrier per step (cand10, for A/B runs).
-template <int D>
-using WgmmaCpAsyncTraits =
-    attn::TiledTraits<D, 128, 64, 1, 2, false, attn::MmaKind::kWarpgroup>;
-// MLX's wgmma tiles at 192 / 256 with other key tiles: BN 64 (MLX's before
-// they took the widest that fits: 112 / 80), 80 and 96 at 192.
-using attn::WgmmaTiledTraits;
-// MLX's wgmma tiles at 192 / 256 with P V as one m64nDk16 per k16 step
-// (MLX's at 256; cand13 at 192), and at 256 with four m64n64k16 (cand12,
-// MLX's before).
-using attn::WidePvTraits;
-// The staged 4-warp tiles the ring replaced in MLX's small configuration
-// (and, at 512, in its large one) stay here for A/B runs.
-template <>
-struct Candidates<192> {
-  using C2 = attn::TiledTraits<192, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
-  using C3 = RingTiledTraits<192, 128, 64, 1, 3>; // MLX's small before: Q in registers
-  using C5 = RingTiledTraits<192, 128, 32, 1, 3>;
-  using C6 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kThreads>; // small before TMA
-  using C7 = RingHalfQTiledTraits<192, 128, 64, 1, 2, kTma>; // small, refill after the softmax
-  using C8 = WgmmaTiledTraits<192, 80>;
-  using C10 = WgmmaCpAsyncTraits<192>;
-  using C11 = WgmmaTiledTraits<192, 64>; // MLX's hopper tiles before
-  using C12 = WgmmaTiledTraits<192, 96>;
-  using C13 = WidePvTraits<192, 112>; // P V as one m64n192k16 per k16 step
-  using C14 = attn::BlockedTma<WgmmaTiledTraits<192, 112>>; // MLX's, one TMA copy per K / V tile
-  using C15 = void;
-  using C16 = void;
-};
-template <>
-struct Candidates<256> {
-  using C2 = attn::TiledTraits<256, 64, 32, 1, 2>; // the staged 4-warp tiles the ring replaced
-  using C3 = RingHalfQTiledTraits<256, 128, 64, 1, 3, kThreads>; // medium before TMA
-  using C5 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kThreads>; // small before TMA
-  using C6 = RingHalfQTiledTraits<256, 128, 64, 1, 2, kTma>; // small, refill after the softmax
-  using C7 = RingSmemQTiledTraits<256, 128, 64, 1, 3>; // MLX's medium before: Q in smem
-  using C8 = RingSmemQTiledTraits<256, 128, 64, 1, 2>; // Q in smem, 128 KB (sm_80)
-  using C10 = WgmmaCpAsyncTraits<256>;
-  using C11 = WgmmaTiledTraits<256, 64>; // MLX's hopper tiles before
-  using C12 = WgmmaTiledTraits<256, 80>; // MLX's hopper tiles before: P V as four m64n64k16
-  using C13 = void;
-  using C14 = attn::BlockedTma<WidePvTraits<256, 80>>; // MLX's, one TMA copy per K / V tile
-  using C15 = void;
-  using C16 = void;
-};
-template <>
-struct Candidates<512> {
-  using C2 = attn::TiledTraits<512, 64, 32, 2, 2>;        // MLX's large before
-  using C3 = attn::TiledTraits<512, 32, 16, 2, 2, false>; // MLX's small before
-  using C5 = RingTiledTraits<512, 64, 32, 2, 3>; // 112 KB
-  using C6 = RingHalfQTiledTraits<512, 64, 32, 2, 2, kThreads>; // large before TMA
-  using C7 = RingQuarterQTiledTraits<512, 64, 32, 2, 2, kThreads>; // small before TMA
-  using C8 = RingTiledTraits<512, 64, 32, 2, 2>; // MLX's small before: Q in registers
-  // MLX's wgmma block before the warp-specialized one (its array-mask
-  // block still), and the warp-specialized block as it was before its K
-  // copies moved to a P V warpgroup (C13), every mask kind
-  // included (BN, K slots, V slots).
-  using C10 = attn::TiledTraits<512, 64, 32, 2, 2, false, attn::MmaKind::kWarpgroup>;
-  using C11 = attn::WarpSpecializedTraits<512, 48, 2, 2>;
-  using C12 = attn::WarpSpecializedTraits<512, 32, 2, 4>;
-  // MLX's before session 24: its K tiles copied by the first P V
-  // warpgroup.
-  using C13 = attn::KCopiesByPv<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
-  // C11 with one TMA copy per K tile and per half of a V tile.
-  using C14 = attn::BlockedTma<attn::WarpSpecializedTraits<512, 48, 2, 2>>;
-  // MLX's before it took both of these: its score warpgroup waiting for
-  // each 64-column block of K, or its P V warpgroups writing O through
-  // shared memory.
-  using C15 = attn::KBlockWaits<C13>;
-  using C16 = attn::StagedOutput<C13>;
-};
-
-template <typename Traits>
-int launch_or_fail(int dtype, int mask_kind, const void* q, const void* k,
-                   const void* v, const void* mask, const void* sinks, void* o,
-                   const attn::TiledParams& p, cudaStream_t s) {
-  if constexpr (std::is_void_v<Traits>) {
-    return 15;
-  } else {
-    return launch_dtype<Traits>(dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
+// Config codes (run.py's CONFIGS): 0 = MLX's small (99 KB) configuration,
+// 1 = its large one, 4 = its wgmma one (sm_90a only), 9 = its medium
+// (163 KB) one. The harness runs only what MLX runs.
+template <typename F>
+int with_config(int config, F&& f) {
+  using attn::TiledConfig;
+  switch (config) {
+    case 0:
+      return f(std::integral_constant<TiledConfig, TiledConfig::kSmall>{});
+    case 1:
+      return f(std::integral_constant<TiledConfig, TiledConfig::kLarge>{});
+    case 4:
+      return f(std::integral_constant<TiledConfig, TiledConfig::kHopper>{});
+    case 9:
+      return f(std::integral_constant<TiledConfig, TiledConfig::kMedium>{});
+    default:
+      return 12;
   }
 }
 
@@ -339,61 +226,10 @@ int launch_config(int config, int dtype, int mask_kind, const void* q,
                   const void* k, const void* v, const void* mask,
                   const void* sinks, void* o, const attn::TiledParams& p,
                   cudaStream_t s) {
-  switch (config) {
-    case 0:
-      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kSmall>>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 1:
-      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kLarge>>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 2:
-      return launch_or_fail<typename Candidates<D>::C2>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 3:
-      return launch_or_fail<typename Candidates<D>::C3>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 4:
-      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kHopper>>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 5:
-      return launch_or_fail<typename Candidates<D>::C5>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 6:
-      return launch_or_fail<typename Candidates<D>::C6>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 7:
-      return launch_or_fail<typename Candidates<D>::C7>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 8:
-      return launch_or_fail<typename Candidates<D>::C8>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 9:
-      return launch_or_fail<MlxConfig<D, attn::TiledConfig::kMedium>>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 10:
-      return launch_or_fail<typename Candidates<D>::C10>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 11:
-      return launch_or_fail<typename Candidates<D>::C11>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 12:
-      return launch_or_fail<typename Candidates<D>::C12>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 13:
-      return launch_or_fail<typename Candidates<D>::C13>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 14:
-      return launch_or_fail<typename Candidates<D>::C14>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 15:
-      return launch_or_fail<typename Candidates<D>::C15>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    case 16:
-      return launch_or_fail<typename Candidates<D>::C16>(
-          dtype, mask_kind, q, k, v, mask, sinks, o, p, s);
-    default:
-      return 12;
-  }
+  return with_config(config, [&](auto c) {
+    return launch_dtype<D, c.value>(dtype, mask_kind, q, k, v, mask, sinks, o,
+                                    p, s);
+  });
 }
 
 } // namespace
@@ -433,38 +269,12 @@ extern "C" int harness_sdpa_tiled(
   }
 }
 
-template <typename Traits>
-int smem_or_fail() {
-  if constexpr (std::is_void_v<Traits>) {
-    return -1;
-  } else {
-    return Traits::kSmemBytes;
-  }
-}
-
 template <int D>
 int smem_bytes(int config) {
-  using attn::TiledConfig;
-  switch (config) {
-    case 0: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kSmall>>();
-    case 1: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kLarge>>();
-    case 2: return smem_or_fail<typename Candidates<D>::C2>();
-    case 3: return smem_or_fail<typename Candidates<D>::C3>();
-    case 4: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kHopper>>();
-    case 5: return smem_or_fail<typename Candidates<D>::C5>();
-    case 6: return smem_or_fail<typename Candidates<D>::C6>();
-    case 7: return smem_or_fail<typename Candidates<D>::C7>();
-    case 8: return smem_or_fail<typename Candidates<D>::C8>();
-    case 9: return smem_or_fail<attn::TiledTraitsFor<D, TiledConfig::kMedium>>();
-    case 10: return smem_or_fail<typename Candidates<D>::C10>();
-    case 11: return smem_or_fail<typename Candidates<D>::C11>();
-    case 12: return smem_or_fail<typename Candidates<D>::C12>();
-    case 13: return smem_or_fail<typename Candidates<D>::C13>();
-    case 14: return smem_or_fail<typename Candidates<D>::C14>();
-    case 15: return smem_or_fail<typename Candidates<D>::C15>();
-    case 16: return smem_or_fail<typename Candidates<D>::C16>();
-    default: return -1;
-  }
+  int bytes = with_config(config, [](auto c) {
+    return attn::TiledTraitsFor<D, c.value>::kSmemBytes;
+  });
+  return config == 0 || config == 1 || config == 4 || config == 9 ? bytes : -1;
 }
 
 extern "C" void harness_set_q_tile_groups(int groups) {
