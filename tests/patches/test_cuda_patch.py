@@ -1,11 +1,14 @@
-"""The CUDA tiled-attention patch: metadata, the kernel sources once (in
-patches/common/), and a host compile of the kernel headers it adds.
+"""The CUDA tiled-attention patches: metadata, the kernel sources only in
+patches/common/, and a host compile of the kernel headers they add.
 
-The compile test extracts the new device headers from the patch file itself
-(no MLX checkout needed), builds the standalone harness against them with
-nvcc, and checks that each tile configuration fits the shared memory it
-promises (99 KB for sm_120/sm_121, 227 KB for sm_90). Running the kernel
-needs a GPU: scripts/attn_harness/run.py check does that on the H200.
+The tiled kernel comes in three common patches: the mma.sync family
+(0020), the wgmma tiles at 192 / 256 (0025) and the warp-specialized block
+at 512 (0026). The compile test writes the files 0020 and the decode patch
+add, applies 0025 and 0026 to them (no MLX checkout needed), builds the
+standalone harness against the result with nvcc, and checks that each tile
+configuration fits the shared memory it promises (99 KB for sm_120/sm_121,
+227 KB for sm_90). Running the kernel needs a GPU:
+scripts/attn_harness/run.py check does that on the H200.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 HARNESS = ROOT / "scripts" / "attn_harness" / "harness.cu"
 CUDA_PATCH_SUBJECT = "cuda: tiled flash attention kernels for head_dim 192, 256 and 512"
+# The patches after it that change the kernel's files, in series order.
+KERNEL_FOLLOW_UPS = (
+    "cuda: wgmma tiles for head_dim 192 and 256 on sm_90a",
+    "cuda: warp-specialized wgmma block for head_dim 512 on sm_90a",
+)
 DECODE_PATCH_SUBJECT = "cuda: split-K decode attention kernel for head_dim 192, 256 and 512"
 NEW_HEADER = re.compile(r"^diff --git a/(mlx/backend/cuda/device/attention_\w+\.cuh) ")
 KERNEL_SOURCE = re.compile(
@@ -85,25 +93,53 @@ def test_cuda_patch_metadata(series, entry):
     assert series.applies_label() in applies_to(load_index(PATCHES), entry)
 
 
-def test_kernel_sources_exist_once():
-    """One common patch carries the kernels for every series; no other patch
-    file under patches/ touches a kernel source."""
-    entries = {e.rel for _, e in cuda_patches()}
-    assert len(entries) == 1 and next(iter(entries)).startswith("common/")
-    kernel = new_files(cuda_patches()[0][1].path.read_text())
-    assert set(kernel) == {
-        f"mlx/backend/cuda/device/attention_{n}.cuh"
-        for n in ("mask", "mma", "softmax", "tma", "wgmma", "traits", "scope",
-                  "mainloop_sm80", "mainloop_sm90", "kernel", "ws",
-                  "tile_size")}
+def kernel_patches(series):
+    """The series' tiled-kernel patches, in series order."""
+    subjects = (CUDA_PATCH_SUBJECT, *KERNEL_FOLLOW_UPS)
+    return [e for e in series.patches if parse_patch(e.path).subject in subjects]
+
+
+@pytest.mark.parametrize("series", [s for s, _ in cuda_patches()],
+                         ids=lambda s: s.name)
+def test_the_kernel_comes_in_three_common_patches(series):
+    entries = kernel_patches(series)
+    assert [parse_patch(e.path).subject for e in entries] == [
+        CUDA_PATCH_SUBJECT, *KERNEL_FOLLOW_UPS]
+    assert all(e.is_common and e.target == "cuda" for e in entries)
+    for entry in entries:
+        header = parse_patch(entry.path)
+        assert not header.missing_trailers(), (entry.file, header.missing_trailers())
+        assert all(bug.startswith("https://github.com/ml-explore/mlx/")
+                   for bug in header.trailers["Bug"]), entry.file
+        # A message a reviewer reads in one screen.
+        message = entry.path.read_text().split("\ndiff --git ", 1)[0]
+        assert len(message.split("\n\n", 1)[1].splitlines()) <= 30, entry.file
+
+
+def test_kernel_sources_exist_only_in_common_patches():
+    """The kernel sources live in patches/common/ only; 0020 adds the
+    mma.sync family's headers, 0025 and 0026 add the wgmma ones."""
+    main = next(s for s in load_index(PATCHES) if s.name == "main")
+    first, wgmma, ws = kernel_patches(main)
+    device = "mlx/backend/cuda/device/attention_{}.cuh".format
+    created = re.compile(r"^diff --git a/(\S+) b/\S+\nnew file mode", re.M)
+    def headers(entry):
+        return {f for f in created.findall(entry.path.read_text())
+                if f.startswith("mlx/backend/cuda/device/")}
+    assert headers(first) == {
+        device(n) for n in ("mask", "mma", "softmax", "tma", "traits", "scope",
+                            "mainloop_sm80", "kernel", "tile_size")}
+    assert headers(wgmma) == {device("wgmma"), device("mainloop_sm90")}
+    assert headers(ws) == {device("ws")}
     carriers: dict[str, list[str]] = {}
     for path in sorted(PATCHES.glob("*/*.patch")):
         for match in KERNEL_SOURCE.finditer(path.read_text()):
             carriers.setdefault(match.group(1), []).append(
                 path.relative_to(PATCHES).as_posix())
     assert "mlx/backend/cuda/device/attention_decode.cuh" in carriers
-    twice = {f: c for f, c in carriers.items() if len(c) != 1}
-    assert not twice, twice
+    outside = {f: c for f, c in carriers.items()
+               if any(not p.startswith("common/") for p in c)}
+    assert not outside, outside
 
 
 def test_new_file_extraction_reads_only_added_lines():
@@ -135,6 +171,12 @@ def harness_lib(tmp_path_factory):
         path = tree / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
+    # The follow-ups change only kernel files (and add some): apply those.
+    for entry in kernel_patches(main)[1:]:
+        proc = subprocess.run(
+            ["git", "apply", "--include=mlx/backend/cuda/device/*",
+             str(entry.path)], cwd=tree, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
     lib = tree / "libattn_harness.so"
     # One architecture keeps this quick; the nightly and the H200 cover more.
     proc = subprocess.run(
