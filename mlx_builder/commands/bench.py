@@ -11,6 +11,7 @@ from mlx_builder.commands.options import python_option
 from mlx_builder.commands.test import newest_wheel, parse_env
 from mlx_builder.errors import ConfigError
 from mlx_builder.lists import comma_ints, comma_list, known_items
+from mlx_builder.settings import Settings
 from mlx_builder.verify.bench import (
     TORCH_BACKENDS,
     BenchConfig,
@@ -67,11 +68,13 @@ from mlx_builder.verify.bench import (
                                  "from a bench.json made earlier (e.g. on a GPU node "
                                  "without matplotlib).")
 @click.pass_obj
-def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
-            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, queue,
-            out_dir,
-            python, system_site_packages, no_deps, reuse_venv, wheelhouse,
-            env_pairs, report_json) -> None:
+def command(settings: Settings, wheel: Path | None, baseline: Path | None,
+            variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
+            dims: str, lengths: str, decode_lengths: str, heads: int, kv_heads: int,
+            dtype: str, warmup: int, iters: int, queue: int, out_dir: Path, python: str,
+            system_site_packages: bool, no_deps: bool, reuse_venv: bool,
+            wheelhouse: Path | None, env_pairs: tuple[str, ...],
+            report_json: Path | None) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
     against --baseline and PyTorch's SDPA backends, each framework in its own
     process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""

@@ -164,7 +164,7 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
 
 
 def _export_one(settings: Settings, index: tuple[Series, ...], series: Series,
-                source: str):
+                source: str) -> _Job:
     tree_path, rev = find_tree(settings, series, source)
     tree = git.Repo(tree_path)
     head = gitops.rev_commit(tree, rev)

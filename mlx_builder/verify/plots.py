@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 FIGURES = (
@@ -26,7 +27,7 @@ class PlotsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _matplotlib():
+def _matplotlib() -> ModuleType:
     try:
         import matplotlib
     except ImportError:
