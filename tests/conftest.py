@@ -21,7 +21,6 @@ from collections.abc import Callable
 import pytest
 from gitfixture import Upstream, build_upstream
 
-
 # The one variable a test may take from the user: the real MLX checkout the
 # opt-in ``real_mlx`` tests run against. Read before any test clears it.
 REAL_MLX_REPO = os.environ.get("MLX_BUILDER_MLX_REPO")

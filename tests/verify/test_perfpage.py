@@ -164,7 +164,7 @@ def test_a_page_without_markers_gets_the_region_at_its_end(tmp_path):
 def test_a_broken_data_file_is_named(tmp_path):
     (tmp_path / "perf").mkdir()
     (tmp_path / "perf" / "h100.json").write_text('{"device": "x"}')
-    with pytest.raises(ConfigError, match="h100.json is not a performance data file"):
+    with pytest.raises(ConfigError, match=r"h100\.json is not a performance data file"):
         perfpage.render_region(tmp_path)
 
 
