@@ -265,9 +265,9 @@ def _reproduces(tree: Path, commit: str, text: str) -> bool:
     3-way merge), gives exactly ``commit``'s tree."""
     repo = git.Repo(tree)
     parent = gitops.rev_commit(repo, f"{commit}^")
-    want = gitops.run_git(repo, "rev-parse", f"{commit}^{{tree}}").out.strip()
     if parent is None:
         return False
+    want = gitops.run_git(repo, "rev-parse", f"{commit}^{{tree}}").out.strip()
     with tempfile.TemporaryDirectory(prefix="mlxb-offsets-") as tmp:
         path = Path(tmp) / "change.patch"
         path.write_bytes(text.encode("utf-8", "surrogateescape"))

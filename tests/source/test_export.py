@@ -306,6 +306,31 @@ def test_trees_that_differ_beyond_offsets_disagree(offsets, tmp_path):
     assert tree_digest(offsets.patches_dir) == before
 
 
+def test_shared_text_that_lands_elsewhere_in_a_tree_is_not_kept(upstream,
+                                                                tmp_path):
+    """v0.3.0 has a copy of the lines around 0010's hunk above them, and its
+    0010 changes that copy. v0.2's text is the same but for offsets, yet
+    applied there it would change the other copy: another commit."""
+    block = "".join(f"attention_line_{i} = {i};\n" for i in range(16, 24))
+    upstream.commit({"mlx/attention.cpp": ("attention_line_1 = 1;\n",
+                                           "attention_line_1 = 1;\n" + block),
+                     "mlx/version.h": ("MINOR 2", "MINOR 3")},
+                    "release 0.3.0", tag="v0.3.0", branch="release-0.3")
+    upstream.add_series("v0.3", "v0.3.0", ">=0.3.0,<0.4")
+    settings = upstream.settings()
+    t3 = str(prepare_tree(settings, "0.3.0", dest=tmp_path / "t3").path)
+    upstream.share(CHUNKED, ["v0.2", "v0.3"])          # v0.2's text
+    with pytest.raises(StaleExportError, match=f"stale: common/{CHUNKED}"):
+        export_series(settings, "v0.3", t3, check=True)
+    t2 = str(prepare_tree(settings, "0.2.0", dest=tmp_path / "t2").path)
+    jobs = [("v0.2", t2), ("v0.3", t3)]
+    export_many(settings, jobs)
+    # v0.3's text, which gives the commit of both trees, is the one written
+    text = (upstream.patches_dir / "common" / CHUNKED).read_text()
+    assert "\n@@ -3,7 +3,7 @@ attention_line_16 = 16;\n" in text
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+
+
 def test_tree_of_one_target_exports_the_series_files(upstream, tmp_path):
     """A cpu tree lacks the metal patch before 0010, so git exports 0010 with
     other blob ids; the series' file still gives its commit and is kept."""
