@@ -19,9 +19,6 @@ TRACKER = re.compile(r"\b(?:session|issue)s? [0-9]+"
                      r"|(?<![\w/&])(?<!hunk )#[0-9]+\b(?! @@)"
                      r"|docs/results/"
                      r"|\bs[0-9]{2}[a-z]\.sh\b", re.IGNORECASE)
-# Folders other changes are cleaning; test_pending_folders_are_clean fails
-# as soon as they are, to have them checked like the rest.
-PENDING = ("patches/", "scripts/attn_harness/")
 THIS = "tests/test_repository.py"   # names the patterns it looks for
 
 
@@ -68,17 +65,10 @@ def test_docs_holds_reference_pages_and_the_performance_data_only():
 
 
 def test_product_text_has_no_work_log_or_tracker_numbers():
-    paths = [p for p in tracked() if p != THIS and not p.startswith(PENDING)]
+    paths = [p for p in tracked() if p != THIS]
     found = findings(paths)
     assert not found, ("say what and why instead of a work-log or tracker "
                        "number:\n" + "\n".join(found))
-
-
-@pytest.mark.xfail(strict=True, reason="the patch series and the kernel harness still "
-                   "name results folders and work sessions; when this passes, "
-                   "empty PENDING")
-def test_pending_folders_are_clean():
-    assert not findings([p for p in tracked() if p.startswith(PENDING)])
 
 
 @pytest.mark.parametrize("text,hit", [
