@@ -352,6 +352,67 @@ def test_fully_masked_rows(D, kind, qL, kL, fallback_outputs):
     assert not why, f"fully masked rows ({kind}): {why}"
 
 
+# ---------------------------------------------------------------------------
+# 7. Other GPUs' tiles, forced on this one (MLX_CUDA_SDPA_TILED_CONFIG)
+# ---------------------------------------------------------------------------
+
+_FORCED_SCRIPT = r"""
+import json, sys
+import numpy as np
+import mlx.core as mx
+from sdpa_support import (make_mask, reference_attention, rel_error,
+                          sample_rows, sdpa, to_mx, to_np)
+errors = {}
+try:
+    for D in (192, 256, 512):
+        for kind, qL, kL in (("causal", 300, 300), ("bool", 70, 200),
+                             ("none", 129, 500)):
+            rng = np.random.default_rng(D + qL)
+            q, k, v = (to_mx(mx, rng.standard_normal((1, h, n, D), np.float32),
+                             "bfloat16")
+                       for h, n in ((8, qL), (2, kL), (2, kL)))
+            mask_np = make_mask(kind, 1, 8, qL, kL, rng)
+            mask = to_mx(mx, mask_np, "bfloat16")
+            out = to_np(mx, sdpa(mx, q, k, v, D ** -0.5, mask))
+            rows = sample_rows(qL)
+            ref = reference_attention(to_np(mx, q), to_np(mx, k), to_np(mx, v),
+                                      D ** -0.5, mask_np, rows=rows)
+            got = out if rows is None else out[:, :, rows]
+            errors[f"D{D}-{kind}"] = rel_error(got, ref)
+except ValueError as e:  # the GPU cannot run the forced configuration
+    print(json.dumps({"unsupported": str(e)}))
+    sys.exit(0)
+print(json.dumps({"errors": errors}))
+"""
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("config", ["small", "small-1sm", "medium", "large",
+                                    "hopper"])
+def test_forced_configuration(config):
+    """GB10's (small, and at its occupancy), the A100's (medium), sm_100's
+    (large) and the wgmma tiles run right where this GPU can run them."""
+    got = run_json(_FORCED_SCRIPT, env={"MLX_CUDA_SDPA_TILED_CONFIG": config,
+                                        "MLX_CUDA_SDPA_PATH": "tiled"},
+                   timeout=600)
+    if "unsupported" in got:
+        assert "cannot run that configuration" in got["unsupported"]
+        pytest.skip(got["unsupported"])
+    bad = {case: err for case, err in got["errors"].items()
+           if not err <= TOLERANCE["bfloat16"]}
+    assert not bad, f"{config}: relative errors above tolerance: {bad}"
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_unknown_forced_configuration_is_refused():
+    got = run_json(_FORCED_SCRIPT, env={"MLX_CUDA_SDPA_TILED_CONFIG": "tiny",
+                                        "MLX_CUDA_SDPA_PATH": "tiled"},
+                   timeout=300)
+    assert "is not one of small" in got.get("unsupported", ""), got
+
+
 def test_reference_is_not_trivial():
     """Guards the harness: the reference tells a wrong answer from a right
     one (a kernel that drops the mask, or swaps K and V, would fail)."""
