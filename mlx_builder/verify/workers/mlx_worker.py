@@ -35,16 +35,16 @@ def main(argv: list[str]) -> None:
         bits, group = job["qmm_bits"], job["qmm_group"]
         qw = mx.quantize(w, group_size=group, bits=bits) if mode == "qmm" else None
         mx.eval(x, w, qw if qw is not None else [])
-        pending = []
+        pending: list = []
 
-        def issue():
+        def issue() -> None:
             if qw is None:
                 pending.append(x @ w.T)
             else:
                 pending.append(mx.quantized_matmul(
                     x, *qw, transpose=True, group_size=group, bits=bits))
 
-        def wait():
+        def wait() -> None:
             mx.eval(pending)
             pending.clear()
 
