@@ -6,6 +6,7 @@ Reuse from any test file:
 * ``make_upstream()`` – the same as a factory (``make_upstream(series=False)``
   gives the repository without patches/ index);
 * ``isolated_env`` – no MLX_BUILDER_* variables, no user config file;
+* ``held`` – hold a lock file from another process until the test ends;
 * helpers: ``from gitfixture import git, tree_digest, PatchSpec, Upstream``
   (tests/gitfixture.py documents the default fixture's layout).
 """
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from gitfixture import Upstream, build_upstream
@@ -60,3 +64,32 @@ def isolated_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     return monkeypatch
+
+
+HOLDER = """
+import sys
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def held():
+    """Hold a lock file from another process until the test lets go."""
+    procs = []
+
+    def hold(path: Path) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held"
+        procs.append(proc)
+        return proc
+
+    yield hold
+    for proc in procs:
+        if proc.poll() is None:
+            proc.stdin.close()
+            proc.wait()

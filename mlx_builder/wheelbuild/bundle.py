@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlx_builder import __version__, locks, process
+from mlx_builder import __version__, locks, outputs, process
 from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError, BundleError, DepsError, HashMismatchError, TargetError
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
@@ -209,6 +209,17 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
     elif out.is_dir():
         raise BuildError(f"--out {out} is a folder with a bundle's name", "",
                          "pass another name, or the folder's parent")
+    outputs.check_out_dir(out.parent, "--out")
+    with locks.output_lock(settings, out):
+        outputs.remove_leftovers(out)
+        out.with_name(out.name + ".part").unlink(missing_ok=True)   # older versions' name
+        outputs.remove_leftovers(out.with_name(out.name + SHA_SUFFIX))
+        _write_locked(settings, plan, top, out, with_wheels, toolchain)
+    return out
+
+
+def _write_locked(settings: Settings, plan: SourcePlan, top: str, out: Path,
+                  with_wheels: bool, toolchain: Any) -> None:
     members: list[tuple[str, Path | None, bytes | None]] = []
     for rel in tree_files(plan.src):
         members.append((f"{top}/mlx/{rel}", plan.src / rel, None))
@@ -234,28 +245,40 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
                                  "wheels": [w.name for w in tc_wheels]}
         data["files"] = {arc.split("/", 1)[1]: _file_entry(path)
                          for arc, path, _ in members if path is not None}
+        total = sum(e.get("size", 0) for e in data["files"].values())
+        data["unpacked_bytes"] = total
         meta = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
         members.append((f"{top}/{BUNDLE_JSON}", None, meta))
         members.sort(key=lambda m: m[0])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".part")
-        with open(tmp, "wb") as raw, \
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
-            for arcname, src, blob in members:
-                _add(tf, arcname, src, blob)
-        tmp.replace(out)
-    side = out.with_name(out.name + SHA_SUFFIX)
-    side_tmp = side.with_name(side.name + ".part")
-    side_tmp.write_text(f"{file_sha256(out)}  {out.name}\n")
-    side_tmp.replace(side)
-    return out
+        side = out.with_name(out.name + SHA_SUFFIX)
+        tmp = outputs.stage_path(out)
+        staged = [(tmp, out)]
+        try:
+            with open(tmp, "wb") as raw, \
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                  compresslevel=9) as gz, \
+                    tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
+                for arcname, src, blob in members:
+                    _add(tf, arcname, src, blob)
+            staged.append((outputs.stage_bytes(side, f"{file_sha256(tmp)}  {out.name}\n"
+                                               .encode()), side))
+            # The old sidecar goes first: a run stopped between the renames
+            # leaves a bundle without a hash beside it, never one with the
+            # hash of the bundle it replaced.
+            outputs.commit(staged, remove_first=[side])
+        except OSError as exc:
+            outputs.discard(staged)
+            raise outputs.disk_error(exc, f"cannot write the bundle {out}") from None
+        except BaseException:
+            outputs.discard(staged)
+            raise
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
     if path.is_symlink():
         return {"link": os.readlink(path)}
-    return {"sha256": file_sha256(path), "exec": os.access(path, os.X_OK)}
+    return {"sha256": file_sha256(path), "exec": os.access(path, os.X_OK),
+            "size": path.stat().st_size}
 
 
 # ----------------------------------------------------------------- reading

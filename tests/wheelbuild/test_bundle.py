@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +12,7 @@ import pytest
 from fakes import dep_repo, fake_mlx
 from gitfixture import git
 
-from mlx_builder.errors import BundleError, TargetError
+from mlx_builder.errors import BundleError, FileSystemError, LockError, TargetError
 from mlx_builder.settings import Settings
 from mlx_builder.source.series import PatchEntry
 from mlx_builder.wheelbuild.bundle import (
@@ -304,3 +305,59 @@ def test_a_bundle_with_toolchain_carries_the_build_environment_wheels(world, mon
     plain = open_bundle(make_settings(world.tmp, "node2"),
                         write_bundle(s, world.mlx, targets, world.tmp / "plain.tar.gz"))
     assert plain.toolchain_dir is None
+
+
+# ----------------------------------------------------------------- writing safely
+
+def test_a_second_bundle_to_the_same_out_waits_for_the_first(world, held):
+    out = world.tmp / "dist" / "b.tar.gz"
+    out.parent.mkdir()
+    held(out.parent / ".b.tar.gz.lock")
+    s = Settings(cache_dir=world.tmp / "cache", offline=True, no_wait=True,
+                 dep_sources={"fmt": str(world.fmt)})
+    with pytest.raises(LockError, match="in use by another mlx-builder run"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    assert list(out.parent.iterdir()) == [out.parent / ".b.tar.gz.lock"]
+
+
+def test_a_run_stopped_between_bundle_and_hash_leaves_no_stale_hash(world, monkeypatch):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    out = world.tmp / "dist" / "b.tar.gz"
+    write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    (world.mlx / "untracked.txt").write_text("changed since the first bundle\n")
+    real = os.replace
+
+    def stop_at_the_hash(src, dst):
+        if str(dst).endswith(".sha256"):
+            raise KeyboardInterrupt              # as if stopped right here
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", stop_at_the_hash)
+    monkeypatch.setattr(Path, "replace", lambda self, dst: stop_at_the_hash(self, dst))
+    with pytest.raises(KeyboardInterrupt):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    monkeypatch.undo()
+    plan = open_bundle(make_settings(world.tmp, "node"), out)     # no HashMismatchError
+    assert (plan.src / "untracked.txt").read_text() == "changed since the first bundle\n"
+    assert [p.name for p in out.parent.iterdir() if ".part" in p.name] == []
+
+
+def test_the_leftovers_of_a_killed_bundle_run_are_removed(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    out.parent.mkdir()
+    for name in ("b.tar.gz.part", ".b.tar.gz.part-x1", ".b.tar.gz.sha256.part-x2"):
+        (out.parent / name).write_bytes(b"half")
+    write_bundle(make_settings(world.tmp, fmt=world.fmt), world.mlx, parse_targets("cpu"), out)
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        ".b.tar.gz.lock", "b.tar.gz", "b.tar.gz.sha256"]
+
+
+def test_bundle_out_that_cannot_be_written_fails_before_any_work(world, monkeypatch):
+    (world.tmp / "afile").write_text("x")
+    called = []
+    monkeypatch.setattr("mlx_builder.wheelbuild.bundle.tree_files",
+                        lambda root: called.append(root) or [])
+    with pytest.raises(FileSystemError, match="cannot create --out"):
+        write_bundle(make_settings(world.tmp, fmt=world.fmt), world.mlx, parse_targets("cpu"),
+                     world.tmp / "afile" / "sub" / "b.tar.gz")
+    assert called == []
