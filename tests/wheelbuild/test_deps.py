@@ -163,6 +163,62 @@ def test_cache_is_reused_and_refresh_refills(tmp_path):
     assert third.sha256 != first.sha256
 
 
+
+R = decl("r", git_repository="https://github.com/o/r.git", git_tag="v1.0")
+
+
+@pytest.fixture
+def cached(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.h": "1\n"})
+    return repo, fill(settings(tmp_path, r=repo), R)
+
+
+def test_a_changed_cache_entry_is_fetched_again_with_a_note(tmp_path, cached, capsys):
+    repo, first = cached
+    (first.path / "a.h").write_text("edited in the cache\n")
+    capsys.readouterr()
+    again = fill(settings(tmp_path, r=repo), R)
+    assert "cache entry of r v1.0 is damaged" in capsys.readouterr().err
+    assert (again.path / "a.h").read_text() == "1\n" and again.sha256 == first.sha256
+
+
+def test_a_changed_cache_entry_without_a_source_is_an_error_not_used(tmp_path, cached):
+    _, first = cached
+    (first.path / "a.h").write_text("edited in the cache\n")
+    with pytest.raises(DepsError, match="offline") as exc:
+        fill(settings(tmp_path), R)
+    assert "is damaged and was not used" in exc.value.why
+
+
+@pytest.mark.parametrize("record", [b"{not json", b"[1, 2]", b'{"pin": "v1.0"}', b"\xff\xfe"])
+def test_a_damaged_cache_record_is_fetched_again(tmp_path, cached, capsys, record):
+    repo, first = cached
+    (first.path / ".mlxb-dep.json").write_bytes(record)
+    again = fill(settings(tmp_path, r=repo), R)
+    assert "is damaged" in capsys.readouterr().err and again.sha256 == first.sha256
+    assert json.loads((again.path / ".mlxb-dep.json").read_text())["sha256"] == first.sha256
+
+
+def test_a_cache_entry_is_filled_by_one_run_at_a_time(tmp_path, held):
+    from mlx_builder.errors import LockError
+    s = Settings(cache_dir=tmp_path / "cache", offline=True, no_wait=True,
+                 dep_sources={"r": str(make_repo(tmp_path / "r", {"a.h": "1\n"}))})
+    held(s.cache_dir / "locks" / f"dep-{cache_path(s, R).name}.lock")
+    with pytest.raises(LockError, match="dependency cache entry"):
+        fill(s, R)
+    assert not cache_path(s, R).exists()
+
+
+def test_a_killed_fill_leaves_nothing_after_the_next_run(tmp_path):
+    s = settings(tmp_path, r=make_repo(tmp_path / "r", {"a.h": "1\n"}))
+    deps = s.deps_dir
+    deps.mkdir(parents=True)
+    (deps / ".r-v1.0.part-abc").mkdir()
+    (deps / ".r-k2j4h5g6").mkdir()                 # an earlier version's scratch name
+    fill(s, R)
+    assert sorted(p.name for p in deps.iterdir()) == ["r-v1.0"]
+
+
 TREE_CMAKE = '''
 option(MLX_BUILD_GGUF "gguf" ON)
 option(MLX_BUILD_CUDA "cuda" OFF)
