@@ -108,3 +108,10 @@ def deps_lock(settings, entry: Path):
     entry = Path(entry)
     return hold(settings.cache_dir / "locks" / f"dep-{entry.name}.lock",
                 f"dependency cache entry {entry}", settings.no_wait)
+
+
+def patches_lock(settings, root: Path):
+    """The lock of a patches folder while export writes it (kept in the
+    cache, not among the patches)."""
+    return hold(settings.cache_dir / "locks" / f"patches-{path_key(root)}.lock",
+                f"the patches folder {root}", settings.no_wait)
