@@ -389,18 +389,32 @@ def link_objects(repo: git.Repo, mirror: git.Repo) -> None:
 def checkout_branch(repo: git.Repo, branch: str, commit: str) -> str | None:
     """Point ``branch`` at ``commit`` and check it out (tree must be clean).
 
-    Returns the branch's previous tip when it differed. Every such tip is
-    kept as ``refs/mlx-builder/kept/<commit>`` (the latest also as
-    ``refs/mlx-builder/previous``), so no committed work is lost however
-    often the tree is re-pointed.
+    Returns the commit the tree was on when it held work that ``commit``
+    does not: HEAD when it had moved past the branch (commits made on a
+    detached HEAD or another branch), else the branch's previous tip. Every
+    such commit is kept as ``refs/mlx-builder/kept/<commit>`` (the one
+    returned also as ``refs/mlx-builder/previous``), so no committed work is
+    lost however often the tree is re-pointed.
     """
     old = rev_commit(repo, f"refs/heads/{branch}")
-    if old and old != commit:
-        run_git(repo, "update-ref", KEPT_PREFIX + old, old)
-        run_git(repo, "update-ref", PREVIOUS_REF, old)
+    head = rev_commit(repo, "HEAD")
+    moved = [c for c in dict.fromkeys((old, head)) if c and c != commit]
+    for kept in moved:
+        run_git(repo, "update-ref", KEPT_PREFIX + kept, kept)
+    previous = None
+    if head in moved and not (old and _is_ancestor(repo, head, old)):
+        previous = head
+    elif old in moved:
+        previous = old
+    if previous:
+        run_git(repo, "update-ref", PREVIOUS_REF, previous)
     run_git(repo, "checkout", "-q", "-f", "-B", branch, commit)
     run_git(repo, "update-ref", BASE_REF, commit)
-    return old if old and old != commit else None
+    return previous
+
+
+def _is_ancestor(repo: git.Repo, commit: str, of: str) -> bool:
+    return run_git(repo, "merge-base", "--is-ancestor", commit, of, check=False).rc == 0
 
 
 def commit_env(author: str, email: str, date: str) -> dict[str, str]:
