@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -188,7 +189,8 @@ def test_bundle_json_hashes_every_file_and_the_archive_hash_lies_beside(made):
 
 @pytest.mark.parametrize("edit, why", [
     (_changed("/mlx/setup.py", b"print('evil')\n"), "mlx/setup.py: sha256 differs"),
-    (_changed("deps/fmt/include/fmt/core.h", b"// evil\n"), "core.h: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// bad\n"), "core.h: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// larger\n"), "core.h: 10 bytes, bundle.json lists 7"),
     (lambda n, d: [] if n.endswith("/mlx/CMakeLists.txt") else [(n, d)], "CMakeLists.txt: missing"),
     (lambda n, d: [(n, d)] + ([(n.rsplit("/", 1)[0] + "/mlx/extra.py", b"x")]
                               if n.endswith("/mlx/setup.py") else []), "extra.py: not in bundle.json"),
@@ -361,3 +363,112 @@ def test_bundle_out_that_cannot_be_written_fails_before_any_work(world, monkeypa
         write_bundle(make_settings(world.tmp, fmt=world.fmt), world.mlx, parse_targets("cpu"),
                      world.tmp / "afile" / "sub" / "b.tar.gz")
     assert called == []
+
+
+# ----------------------------------------------------------------- unpacking safely
+
+def _craft(made, extra=(), files=None, meta_text=None, drop=()) -> Path:
+    """A copy of the made bundle (no .sha256 beside it) with ``extra``
+    members (name, type, data or link target) added, ``files`` entries added
+    to bundle.json, or bundle.json replaced by ``meta_text``."""
+    import gzip
+    import io
+    with tarfile.open(made.path) as tf:
+        members = [(m, tf.extractfile(m).read() if m.isfile() else None) for m in tf.getmembers()]
+    top = members[0][0].name.split("/")[0]
+    dst = made.tmp / "crafted.tar.gz"
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as out:
+        def add(name, kind, data):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kind, 0o644
+            if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = data
+                out.addfile(info)
+            else:
+                info.size = len(data or b"")
+                out.addfile(info, io.BytesIO(data or b""))
+        for m, data in members:
+            if m.name.endswith("/" + BUNDLE_JSON):
+                meta = json.loads(data)
+                meta["files"].update(files or {})
+                data = (meta_text(top) if meta_text else json.dumps(meta)).encode()
+            if m.name.split("/", 1)[1] not in drop:
+                add(m.name, m.type, data)
+        for name, kind, data in extra:
+            add(name.replace("TOP", top), kind, data)
+    return dst
+
+
+REG, SYM, LNK = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
+
+
+@pytest.mark.parametrize("extra, files, why", [
+    ([("TOP/bundle.json", REG, b"{}")], {}, "bundle.json twice"),
+    ([("TOP/mlx/setup.py", REG, b"print('second')\n")], {}, "twice"),
+    # a -> b/../../.. looks inside while b does not exist yet; b -> ../.. then
+    # makes a point three levels above the unpack folder
+    ([("TOP/mlx/a", SYM, "b/../../.."), ("TOP/mlx/b", SYM, "../..")],
+     {"mlx/a": {"link": "b/../../.."}, "mlx/b": {"link": "../.."}}, "another link"),
+    ([("TOP/mlx/out", SYM, "../../x")], {"mlx/out": {"link": "../../x"}}, "outside the bundle"),
+    ([("TOP/mlx/abs", SYM, "/etc/passwd")], {"mlx/abs": {"link": "/etc/passwd"}}, "absolute"),
+    ([("TOP/mlx/d", SYM, "."), ("TOP/mlx/d/x", REG, b"x")],
+     {"mlx/d": {"link": "."}, "mlx/d/x": {"sha256": "0" * 64}}, "below a symbolic link"),
+    ([("TOP/mlx/hard", LNK, "TOP/mlx/setup.py")], {"mlx/hard": {"sha256": "0" * 64}}, "hard link"),
+    ([("evil.txt", REG, b"x")], {}, "top-level entries"),
+    ([("TOP/notes.txt", REG, b"x")], {}, "beside bundle.json"),
+], ids=["two bundle.json", "a member twice", "link chain", "link out", "absolute link",
+        "below a link", "hard link", "file beside the top folder", "file beside bundle.json"])
+def test_an_unsafe_member_is_refused_with_34_before_anything_is_unpacked(made, extra, files, why):
+    bad = _craft(made, extra, files)
+    with pytest.raises(BundleError) as exc:
+        open_bundle(made.node, bad)
+    assert why in exc.value.what + exc.value.why and exc.value.exit_code == 34
+    assert exc.value.why and exc.value.next_step
+    bundles = made.node.worktrees_dir / "bundles"
+    assert [p.name for p in bundles.iterdir() if not p.name.endswith(".lock")] == []
+    assert not (made.tmp / "x").exists()
+
+
+def test_bundle_json_with_a_key_twice_is_refused(made):
+    def twice(top):
+        meta = read_bundle_json(made.path)
+        text = json.dumps(meta)
+        return text[:-1] + ', "target": {"spec": "cuda-sm90", "backend": "cuda", "archs": []}}'
+    bad = _craft(made, meta_text=twice)
+    for opener in (read_bundle_json, lambda p: open_bundle(made.node, p)):
+        with pytest.raises(BundleError) as exc:
+            opener(bad)
+        assert "'target' appears twice" in exc.value.why
+
+
+def test_an_unlisted_member_is_refused_before_it_is_written(made, monkeypatch):
+    written = []
+    real = shutil.copyfileobj
+    monkeypatch.setattr(shutil, "copyfileobj",
+                        lambda src, dst, *a: (written.append(dst.name), real(src, dst, *a)))
+    bad = _craft(made, [("TOP/mlx/big.bin", REG, b"\0" * 300_000)])
+    with pytest.raises(BundleError, match=r"does not match its bundle\.json") as exc:
+        open_bundle(made.node, bad)
+    assert "big.bin: not in bundle.json" in exc.value.why
+    assert not any(name.endswith("big.bin") for name in written)
+
+
+def test_a_full_disk_while_unpacking_is_33_not_a_bad_bundle(made, monkeypatch):
+    import errno
+
+    from mlx_builder.errors import FileSystemError
+
+    def full(src, dst, *a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    with pytest.raises(FileSystemError) as exc:
+        open_bundle(made.node, made.path)
+    assert exc.value.exit_code == 33 and "disk is full" in exc.value.why
+
+
+def test_a_killed_unpack_of_another_bundle_is_cleaned_up(made):
+    bundles = made.node.worktrees_dir / "bundles"
+    (bundles / ".unpack-0123456789abcdef-k1ll3d").mkdir(parents=True)
+    open_bundle(made.node, made.path)
+    assert not (bundles / ".unpack-0123456789abcdef-k1ll3d").exists()
