@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import http.client
 import json
 import os
 import urllib.parse
@@ -85,8 +86,19 @@ def _requires_python(wheel: Path) -> str | None:
     return value.strip() if value else None
 
 
+def _utf8_name(path: Path) -> Path:
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WheelError(f"{os.fsencode(path.name)!r} is not a valid wheel file name",
+                         "the name is not UTF-8 text, which wheel names and the index are",
+                         "rename it, or remove it from the wheelhouse") from None
+    return path
+
+
 def describe_wheel(path: Path, url: str) -> WheelEntry:
     """Read one wheel: name, version, tags, hash, Requires-Python, manifest."""
+    _utf8_name(path)
     try:
         name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
@@ -170,7 +182,7 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
         raise WheelError(f"wheelhouse {wheelhouse} is not a directory", "",
                          "pass the directory that holds the built wheels")
     root = Path(out_dir) if out_dir else wheelhouse
-    wheels = sorted(wheelhouse.glob("*.whl"), key=lambda p: p.name)
+    wheels = sorted((_utf8_name(w) for w in wheelhouse.glob("*.whl")), key=lambda p: p.name)
     if not wheels:
         raise WheelError(f"no wheels in {wheelhouse}", "the index would be empty",
                          "build wheels first (`mlx-builder build --out DIR`)")
@@ -254,10 +266,10 @@ def load_listing(location: str, offline: bool = False,
     if local is not None:
         listing = local / LISTING_NAME
         if listing.is_file():
-            data = _parse_listing(listing.read_text(encoding="utf-8"), str(listing))
+            data = _parse_listing(listing.read_bytes(), str(listing))
             return Listing(location, str(local.resolve()), True, data)
         if local.is_dir() and any(local.glob("*.whl")):
-            wheels = tuple(describe_wheel(w, urllib.parse.quote(w.name)).to_json()
+            wheels = tuple(describe_wheel(w, urllib.parse.quote(_utf8_name(w).name)).to_json()
                            for w in sorted(local.glob("*.whl")))
             return Listing(location, str(local.resolve()), True, wheels)
         raise WheelError(f"no wheel index at {location}",
@@ -271,27 +283,43 @@ def load_listing(location: str, offline: bool = False,
     url = urllib.parse.urljoin(root, LISTING_NAME)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            text = resp.read().decode("utf-8")
-    except OSError as exc:
-        raise FetchError(f"cannot fetch {url}", str(exc),
+            data = resp.read()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # HTTPException: a reply that is not HTTP (BadStatusLine) or was cut
+        # short (IncompleteRead)
+        raise FetchError(f"cannot fetch {url}",
+                         f"{type(exc).__name__}: {exc}"[:300],
                          "check the URL and the network, or pass a local index"
                          ) from None
-    return Listing(location, root, False, _parse_listing(text, url))
+    return Listing(location, root, False, _parse_listing(data, url))
 
 
-def _parse_listing(text: str, where: str) -> tuple[dict[str, Any], ...]:
+# Optional fields of a listing entry and the types install reads them as.
+_OPTIONAL = {"version": str, "sha256": str, "size": int, "requires_python": str,
+             "manifest_error": str, "project": str, "manifest": dict}
+
+
+def _parse_listing(raw: bytes, where: str) -> tuple[dict[str, Any], ...]:
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object expected, got {type(data).__name__}")
         wheels = data["wheels"]
         if not isinstance(wheels, list):
             raise TypeError("'wheels' is not a list")
         for item in wheels:
+            if not isinstance(item, dict):
+                raise TypeError(f"a wheel entry is not an object: {item!r}"[:200])
             item["filename"], item["url"], item["tags"]
             if not all(isinstance(item[k], str) for k in ("filename", "url")) \
-                    or not isinstance(item["tags"], list):
-                raise TypeError(f"filename/url must be strings and tags a list: {item!r}"[:200])
-            if item.get("manifest") is not None and not isinstance(item["manifest"], dict):
-                raise TypeError(f"the manifest of {item['filename']} is not an object")
+                    or not isinstance(item["tags"], list) \
+                    or not all(isinstance(t, str) for t in item["tags"]):
+                raise TypeError("filename/url must be strings and tags a list of strings: "
+                                f"{item!r}"[:200])
+            for key, kind in _OPTIONAL.items():
+                if item.get(key) is not None and not isinstance(item[key], kind):
+                    raise TypeError(f"{key} of {item['filename']} is not a "
+                                    f"{kind.__name__}: {item[key]!r}"[:200])
     except (ValueError, KeyError, TypeError) as exc:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",

@@ -22,7 +22,7 @@ import git
 
 from mlx_builder import signals
 from mlx_builder.console import err_console, progress
-from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
+from mlx_builder.errors import ConfigError, DirtyTreeError, FetchError, GitError, RefError
 from mlx_builder.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -166,6 +166,11 @@ def ensure_mirror(settings: Settings) -> git.Repo:
                 f"{local} is not a git repository",
                 "--mlx-repo / MLX_BUILDER_MLX_REPO names a directory",
                 "point it at an MLX clone or bare mirror, or at a URL") from None
+    scheme = settings.mlx_repo.split("::", 1)[0].lower() if "::" in settings.mlx_repo else ""
+    if scheme in ("ext", "fd"):
+        raise ConfigError(f"--mlx-repo uses git's {scheme}:: transport",
+                          f"{settings.mlx_repo!r} would run a command, not fetch a repository",
+                          "name MLX by a URL (https://, ssh://, git@…) or a local path")
     from mlx_builder import locks
     with locks.mirror_lock(settings):
         return _cached_mirror(settings)
@@ -176,8 +181,16 @@ def _cached_mirror(settings: Settings) -> git.Repo:
     if mirror.parent.is_dir():     # left by a clone that was killed
         for stale in mirror.parent.glob(mirror.name + ".*.partial"):
             shutil.rmtree(stale, ignore_errors=True)
+    if mirror.is_dir() and not any(mirror.iterdir()):
+        mirror.rmdir()                 # an empty folder: no mirror yet
     if mirror.is_dir():
-        repo = git.Repo(mirror)
+        try:
+            repo = git.Repo(mirror)
+        except git.InvalidGitRepositoryError:
+            raise FetchError(f"the MLX mirror {mirror} is not a git repository",
+                             "something other than mlx-builder wrote that folder",
+                             f"remove {mirror} (it is cloned again) or pass another "
+                             "--cache-dir") from None
         origin = repo.remote("origin")
         if origin.url != settings.mlx_repo:
             origin.set_url(settings.mlx_repo)
@@ -210,10 +223,12 @@ def _clone_mirror(url: str, mirror: Path) -> git.Repo:
             cfg.add_value('remote "origin"', "fetch",
                           "+refs/tags/*:refs/tags/*")
         _fetch(repo, f"cloning {url}")
-    except git.GitCommandError as exc:
+    except (git.GitCommandError, git.exc.UnsafeProtocolError,
+            git.exc.UnsafeOptionError) as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise FetchError(
-            f"cannot clone MLX from {url}", _last_line(exc.stderr),
+            f"cannot clone MLX from {url}",
+            _last_line(getattr(exc, "stderr", None)) or str(exc),
             "check the URL and network, or set --mlx-repo to a local clone"
         ) from None
     except BaseException:
