@@ -88,26 +88,36 @@ def disk_error(exc: OSError, what: str) -> FileSystemError:
 
 
 def check_out_dir(folder: Path, what: str, need_bytes: int = 0) -> Path:
-    """``folder`` exists or can be made, takes new files, and has ``need_bytes``
-    free: checked before long work whose result goes there."""
+    """``folder`` is a folder that takes new files, or can be made (it is not
+    made here: a run that fails leaves nothing behind), and its disk has
+    ``need_bytes`` free: checked before long work whose result goes there."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise FileSystemError(f"{what} {folder} is not a folder", "a file has that name",
                               "pass a folder (it is created), or remove the file")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FileSystemError(f"cannot create {what} {folder}", exc.strerror or str(exc),
-                              "pass a folder you can write to") from None
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".mlxb-probe-", dir=folder)
-    except OSError as exc:
-        raise FileSystemError(f"cannot write into {what} {folder}", exc.strerror or str(exc),
-                              "pass a folder you can write to (check its permissions)") from None
-    os.close(fd)
-    os.unlink(probe)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise FileSystemError(f"cannot create {what} {folder}", f"{existing} is a file",
+                              "pass a folder you can write to")
+    if existing == folder:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".mlxb-probe-", dir=folder)
+        except OSError as exc:
+            raise FileSystemError(f"cannot write into {what} {folder}",
+                                  exc.strerror or str(exc),
+                                  "pass a folder you can write to (check its permissions)"
+                                  ) from None
+        os.close(fd)
+        os.unlink(probe)
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        raise FileSystemError(f"cannot create {what} {folder}",
+                              f"{existing} does not take new folders (permissions or a "
+                              "read-only file system)",
+                              "pass a folder you can write to")
     if need_bytes:
-        free = shutil.disk_usage(folder).free
+        free = shutil.disk_usage(existing).free
         if free < need_bytes:
             raise FileSystemError(
                 f"{what} {folder} has {free / 2**20:.0f} MiB free",

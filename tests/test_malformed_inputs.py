@@ -139,6 +139,20 @@ def _bundle_out_file(tmp: Path, up) -> list[str]:
             str(tmp / "taken")]
 
 
+def _file(tmp: Path) -> Path:
+    (tmp / "afile").write_text("x")
+    return tmp / "afile"
+
+
+def _build_source(*args: str):
+    """``build --source`` of a fake MLX tree (offline, fmt from a local repo)."""
+    def make(tmp: Path, up) -> list[str]:
+        mlx = fake_mlx(tmp / "mlx")
+        os.environ["MLX_BUILDER_DEP_FMT"] = str(dep_repo(tmp / "fmt", "12.1.0", {"a.h": ""}))
+        return ["--offline", "build", "--source", str(mlx), "--target", "cpu", *args]
+    return make
+
+
 def _sha256_arg(value: str, bundle: bool = True):
     def make(tmp: Path, up) -> list[str]:
         src = ["--from-bundle", str(_bundle(tmp, {}))] if bundle else ["--mlx", "0.1.0",
@@ -256,7 +270,16 @@ CASES = [
     ("index.json filename is a number", _listing(json.dumps(
         {"wheels": [{**LISTING_ENTRY, "filename": 5}]})), 23),
     ("bundle --out names a file", _bundle_out_file, 17),
-    ("build --sha256 that is not a hash", _sha256_arg("abc"), 34),
+    ("build --sha256 that is not a hash", _sha256_arg("abc"), 10),
+    ("build --sha256 deadbeef", _sha256_arg("deadbeef"), 10),
+    ("build --python that does not exist", _build_source("--python", "/nonexistent/python"), 25),
+    ("build --out below a file", lambda tmp, up: _build_source(
+        "--out", str(_file(tmp) / "dist"))(tmp, up), 33),
+    ("env: MLX_BUILDER_CACHE empty", _env("MLX_BUILDER_CACHE", ""), 10),
+    ("env: MLX_BUILDER_MLX_REPO empty", _env("MLX_BUILDER_MLX_REPO", ""), 10),
+    ("env: MLX_BUILDER_DEP_FMT empty", _env("MLX_BUILDER_DEP_FMT", ""), 10),
+    ("config: jobs = 100000", _config("jobs = 100000\n"), 10),
+    ("-j 100000", lambda tmp, up: ["-j", "100000", "status", "--mlx", "0.1.0"], 10),
     ("build --sha256 without --from-bundle", _sha256_arg("0" * 64, bundle=False), 17),
     ("index.json is not UTF-8", _listing_bytes(b'{"wheels": ["\xff"]}'), 23),
     ("index.json wheels holds a number", _listing(json.dumps({"wheels": [5]})), 23),

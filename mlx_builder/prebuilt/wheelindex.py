@@ -29,7 +29,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mlx_builder import __version__
+from mlx_builder import __version__, locks, outputs
 from mlx_builder.errors import FetchError, WheelError
 from mlx_builder.wheelbuild.manifest import read_manifest, verify_record
 
@@ -171,7 +171,7 @@ class IndexResult:
 
 
 def write_index(wheelhouse: Path, out_dir: Path | None = None,
-                base_url: str | None = None) -> IndexResult:
+                base_url: str | None = None, no_wait: bool = False) -> IndexResult:
     """Write ``simple/`` and ``index.json`` for every ``*.whl`` in ``wheelhouse``.
 
     ``base_url`` makes links absolute (wheels published elsewhere, e.g. as
@@ -187,7 +187,7 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
         raise WheelError(f"no wheels in {wheelhouse}", "the index would be empty",
                          "build wheels first (`mlx-builder build --out DIR`)")
     simple = root / SIMPLE_DIR
-    simple.mkdir(parents=True, exist_ok=True)
+    pages: dict[Path, str] = {}
     entries = tuple(describe_wheel(w, _link(w, root, base_url)) for w in wheels)
     by_project: dict[str, list[tuple[Path, WheelEntry]]] = {}
     for wheel, entry in zip(wheels, entries):
@@ -196,7 +196,6 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
     project_links = []
     for project in sorted(by_project):
         page_dir = simple / project
-        page_dir.mkdir(exist_ok=True)
         links = []
         for wheel, entry in by_project[project]:
             href = f"{_link(wheel, page_dir, base_url)}#sha256={entry.sha256}"
@@ -205,19 +204,38 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
                 attrs += (' data-requires-python="'
                           f'{html.escape(entry.requires_python)}"')
             links.append(f"<a {attrs}>{html.escape(entry.filename)}</a><br>")
-        (page_dir / "index.html").write_text(
-            _page(f"Links for {project}", links), encoding="utf-8")
+        pages[page_dir / "index.html"] = _page(f"Links for {project}", links)
         project_links.append(
             f'<a href="{html.escape(project)}/">{html.escape(project)}</a><br>')
-    (simple / "index.html").write_text(_page("Simple index", project_links),
-                                       encoding="utf-8")
+    pages[simple / "index.html"] = _page("Simple index", project_links)
     listing = root / LISTING_NAME
-    listing.write_text(json.dumps({
+    pages[listing] = (json.dumps({
         "schema": SCHEMA, "generator": f"mlx-builder {__version__}",
         "simple": f"{SIMPLE_DIR}/",
         "wheels": [e.to_json() for e in entries],
-    }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    }, indent=2, sort_keys=True) + "\n")
+    _write_pages(root, pages, no_wait)
     return IndexResult(root, listing, simple, entries)
+
+
+def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
+    """The pages and index.json, under the index folder's lock: all staged
+    first, then renamed (index.json last, the file install reads)."""
+    order = sorted(pages, key=lambda p: (p.name == LISTING_NAME, str(p)))
+    with locks.hold(root / f".{LISTING_NAME}.lock", f"the index folder {root}", no_wait):
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for path in order:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                outputs.remove_leftovers(path)
+                staged.append((outputs.stage_bytes(path, pages[path].encode("utf-8")), path))
+            outputs.commit(staged)
+        except OSError as exc:
+            outputs.discard(staged)
+            raise outputs.disk_error(exc, f"cannot write the index into {root}") from None
+        except BaseException:
+            outputs.discard(staged)
+            raise
 
 
 # --- reading an index back (used by `mlx-builder install`) -------------------
