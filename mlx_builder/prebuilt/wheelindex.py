@@ -250,7 +250,15 @@ class Listing:
     wheels: tuple[dict[str, Any], ...]
 
     def locate(self, entry: dict[str, Any]) -> str:
+        """Where the entry's wheel is. The link must name the entry's own
+        file (an index may keep its wheels elsewhere: `index --out`, or
+        --base-url), so an index cannot make install fetch another file."""
         url = entry["url"]
+        tail = urllib.parse.unquote(urllib.parse.urlparse(url).path).rsplit("/", 1)[-1]
+        if tail != entry.get("filename"):
+            raise WheelError(f"the index links {url!r} for {entry.get('filename')}",
+                             "the link does not name the wheel it is listed for",
+                             "regenerate the index with `mlx-builder index`")
         if urllib.parse.urlparse(url).scheme:
             return url
         if self.local:
