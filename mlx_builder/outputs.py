@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from mlx_builder import faults
 from mlx_builder.errors import FileSystemError
 
 PART = ".part-"
@@ -67,8 +68,10 @@ def commit(staged: Iterable[tuple[Path, Path]], remove_first: Iterable[Path] = (
     any rename, so no moment pairs a new file with an old description."""
     for path in remove_first:
         Path(path).unlink(missing_ok=True)
-    for tmp, dest in staged:
+    for number, (tmp, dest) in enumerate(staged):
         os.replace(tmp, dest)
+        if number == 0:
+            faults.point("between-renames")
 
 
 def discard(staged: Iterable[tuple[Path, Path]]) -> None:

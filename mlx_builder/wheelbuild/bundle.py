@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlx_builder import __version__, locks, outputs, process
+from mlx_builder import __version__, faults, locks, outputs, process
 from mlx_builder.console import err_console
 from mlx_builder.errors import (
     BuildError,
@@ -463,6 +463,7 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
                 except (EOFError, tarfile.TarError, zlib.error) as exc:
                     raise BundleError(f"cannot unpack bundle {path.name}", str(exc),
                                       "copy it again, or remake it") from None
+                faults.point("bundle-unpacked")
                 _verify(_top(tmp, path), pinned=bool(expect_sha256) or
                         path.with_name(path.name + SHA_SUFFIX).is_file())
                 (tmp / _DONE).write_text(sha + "\n")

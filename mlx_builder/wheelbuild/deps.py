@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlx_builder import locks, outputs
+from mlx_builder import faults, locks, outputs
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
 from mlx_builder.settings import Settings, dep_env_var
@@ -282,6 +282,7 @@ def _fill(settings: Settings, decl: Declaration, dest: Path) -> ResolvedDep:
         record = {"name": decl.name, "pin": pin(decl), "source": upstream, "via": via,
                   "ref": ref, "commit": commit, "sha256": digest}
         (tmp / "src" / META).write_text(json.dumps(record, indent=1) + "\n")
+        faults.point("dep-fetched")
         if dest.exists():
             shutil.rmtree(dest)
         (tmp / "src").rename(dest)

@@ -472,3 +472,58 @@ def test_a_killed_unpack_of_another_bundle_is_cleaned_up(made):
     (bundles / ".unpack-0123456789abcdef-k1ll3d").mkdir(parents=True)
     open_bundle(made.node, made.path)
     assert not (bundles / ".unpack-0123456789abcdef-k1ll3d").exists()
+
+
+# ----------------------------------------------------------------- runs at once, runs killed
+
+def _cli(world, *args: str, kill_at: str | None = None, cache: str = "cache"):
+    """``mlx-builder ARGS`` as its own process (offline; fmt from the world)."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLX_BUILDER_")}
+    env.update(XDG_CONFIG_HOME=str(world.tmp / "xdg"), MLX_BUILDER_DEP_FMT=str(world.fmt))
+    if kill_at:
+        env["MLX_BUILDER_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-m", "mlx_builder", "--cache-dir",
+                             str(world.tmp / cache), "--offline", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.integration
+def test_three_bundle_runs_to_one_out_all_end_with_a_matching_hash(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    runs = [_cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu",
+                 "--out", str(out), cache=f"cache{n}") for n in range(3)]
+    results = [(run.wait(timeout=120), run.communicate()) for run in runs]
+    assert all(rc == 0 for rc, _ in results), results
+    side = out.with_name(out.name + ".sha256").read_text().split()[0]
+    assert side == file_sha256(out)
+    assert open_bundle(make_settings(world.tmp, "node"), out).label
+
+
+@pytest.mark.integration
+def test_a_bundle_run_killed_between_its_renames_leaves_a_bundle_that_opens(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    first = _cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu", "--out", str(out))
+    assert first.wait(timeout=120) == 0, first.communicate()
+    (world.mlx / "untracked.txt").write_text("changed since the first bundle\n")
+    killed = _cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu", "--out",
+                  str(out), kill_at="between-renames")
+    assert killed.wait(timeout=120) == -9
+    plan = open_bundle(make_settings(world.tmp, "node"), out)
+    assert (plan.src / "untracked.txt").read_text() == "changed since the first bundle\n"
+
+
+@pytest.mark.integration
+def test_a_killed_unpack_is_removed_by_the_next_run(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "b.tar.gz")
+    killed = _cli(world, "build", "--from-bundle", str(path), "--configure-only",
+                  kill_at="bundle-unpacked", cache="node")
+    assert killed.wait(timeout=120) == -9
+    bundles = make_settings(world.tmp, "node").worktrees_dir / "bundles"
+    assert [p for p in bundles.iterdir() if p.name.startswith(".unpack-")]
+    (world.mlx / "untracked.txt").write_text("another bundle\n")
+    other = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "c.tar.gz")
+    open_bundle(make_settings(world.tmp, "node"), other)
+    assert not [p for p in bundles.iterdir() if p.name.startswith(".unpack-")]

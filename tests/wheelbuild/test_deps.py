@@ -309,3 +309,45 @@ def test_deps_command_lists_and_fills(tmp_path):
     out = json.loads(filled.output[filled.output.index("{"):])
     assert [d["name"] for d in out["deps"]] == ["fmt", "gguflib"] and out["disabled"] == []
     assert all(Path(d["path"]).is_dir() for d in out["deps"])
+
+
+def _deps_run(tmp_path, tree, fmt, gguf, kill_at=None):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLX_BUILDER_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), MLX_BUILDER_DEP_FMT=str(fmt),
+               MLX_BUILDER_DEP_GGUF_TOOLS=str(gguf))
+    if kill_at:
+        env["MLX_BUILDER_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-m", "mlx_builder", "--cache-dir",
+                             str(tmp_path / "c"), "--offline", "deps", "--source", str(tree),
+                             "--target", "cpu"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def cold(tmp_path):
+    return (mlx_tree(tmp_path / "mlx"),
+            make_repo(tmp_path / "fmt", {"include/fmt/core.h": "//\n"}, tags=("12.1.0",)),
+            make_repo(tmp_path / "gguf", {"gguflib.c": "//\n"}, tags=("abc",)))
+
+
+@pytest.mark.integration
+def test_three_deps_runs_on_a_cold_cache_all_succeed(tmp_path, cold):
+    runs = [_deps_run(tmp_path, *cold) for _ in range(3)]
+    results = [(run.wait(timeout=120), run.communicate()[1]) for run in runs]
+    assert all(rc == 0 for rc, _ in results), results
+    deps = tmp_path / "c" / "deps"
+    assert sorted(p.name for p in deps.iterdir()) == ["fmt-12.1.0", "gguflib-abc"]
+
+
+@pytest.mark.integration
+def test_a_deps_run_killed_mid_fill_leaves_nothing_after_the_next(tmp_path, cold):
+    killed = _deps_run(tmp_path, *cold, kill_at="dep-fetched")
+    assert killed.wait(timeout=120) == -9
+    deps = tmp_path / "c" / "deps"
+    assert [p for p in deps.iterdir() if p.name.startswith(".")]
+    again = _deps_run(tmp_path, *cold)
+    assert again.wait(timeout=120) == 0, again.communicate()
+    assert sorted(p.name for p in deps.iterdir()) == ["fmt-12.1.0", "gguflib-abc"]
