@@ -380,7 +380,8 @@ def verify_sums(root: Path, patches: Iterable[PatchEntry]) -> None:
 
 
 def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
-    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest;
+    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest
+    but those whose file is gone (a patch moved to common/ or renamed);
     written atomically. Returns whether the file changed."""
     path = Path(root) / SUMS
     try:
@@ -389,7 +390,9 @@ def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
         if path.exists():
             raise
         sums = {}
-    merged = {**sums, **updates}
+    kept = {rel: digest for rel, digest in sums.items()
+            if (Path(root) / rel).is_file()}
+    merged = {**kept, **updates}
     if merged == sums and path.exists():
         return False
     text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
@@ -550,6 +553,21 @@ class PatchFile:
             if hunk.old_start == old_start:
                 return hunk
         return None
+
+
+# What differs between two exports of one change made on different bases:
+# where its hunks start, and the blob ids of the files before and after.
+_HUNK_START = re.compile(r"^@@ -\d+((?:,\d+)? \+)\d+((?:,\d+)? @@)", re.M)
+_INDEX_IDS = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+", re.M)
+
+
+def without_offsets(text: str) -> str:
+    """A patch's text with its hunks' start lines and its blob ids left out:
+    two exports of one change from trees of different bases are equal here
+    when only the lines around the change moved (``git apply`` finds such
+    hunks at an offset). Context lines, counts and every changed line stay."""
+    text = _INDEX_IDS.sub("index ..", text)
+    return _HUNK_START.sub(r"@@ -\1\2", text)
 
 
 _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
