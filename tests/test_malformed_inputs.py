@@ -224,7 +224,8 @@ def _empty_mirror_dir(tmp: Path, up) -> list[str]:
 
 def _long_work_dir(command: str):
     def make(tmp: Path, up) -> list[str]:
-        deep = tmp.joinpath(*(["d" * 200] * 19))         # about 3 900 characters
+        deep = tmp.joinpath(*(["d" * 200] * 19))
+        deep = deep / ("e" * (4040 - len(str(deep)) - 1))   # 4 040 characters
         return ["--work-dir", str(deep), command, "--mlx", "0.1.0"]
     return make
 
@@ -299,8 +300,8 @@ CASES = [
     ("--mlx-repo with git's ext:: transport", lambda tmp, up: [
         "--mlx-repo", "ext::sh -c touch% pwned", "--cache-dir", str(tmp / "c"), "status",
         "--mlx", "0.1.0"], 10),
-    ("apply in a work path of 3 900 characters", _long_work_dir("apply"), 33),
-    ("checkout in a work path of 3 900 characters", _long_work_dir("checkout"), 33),
+    ("apply in a work path of 4 040 characters", _long_work_dir("apply"), 33),
+    ("checkout in a work path of 4 040 characters", _long_work_dir("checkout"), 33),
 ]
 
 

@@ -249,10 +249,12 @@ def _check_dest(dest: Path) -> bool:
     return existing
 
 
-# Room left below a work tree's path for MLX's own files and git's
-# (.git/objects/info/alternates, a partial folder's suffix, the deepest
-# source file: about 150 characters today).
-_ROOM = 300
+# Room a work tree's path must leave below it: MLX's deepest file is 75
+# characters below the tree today, the refs mlx-builder writes under .git
+# about 70 (refs/mlx-builder/kept/<commit>), and a new tree is first made
+# under a hidden name about 25 characters longer. Without the room, git
+# itself fails half-way (`git init` cannot write its hooks).
+_ROOM = 200
 
 
 def _check_length(dest: Path) -> None:
