@@ -324,12 +324,12 @@ def _populate(settings: Settings, decl: Declaration, out: Path
                         f"set {env}=<git repo or dir>[@ref], run `mlx-builder deps` "
                         "where the network is reachable, or build from a bundle")
     if decl.git_repository:
-        with tempfile.TemporaryDirectory(prefix="mlxb-clone-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="clone-", dir=out.parent) as tmp:
             clone = clone_repo(decl.git_repository, decl.git_tag, Path(tmp) / "repo")
             commit = export_git(settings, clone, "HEAD", out, keep, decl.name)
         return "git clone", decl.git_tag, commit
     if decl.url:
-        with tempfile.TemporaryDirectory(prefix="mlxb-dl-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="download-", dir=out.parent) as tmp:
             name = decl.url.rstrip("/").rsplit("/", 1)[-1] or "download"
             archive = download(decl.url, Path(tmp) / name)
             extract_archive(archive, out)
