@@ -13,13 +13,17 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
 from mlx_builder.console import err_console
 from mlx_builder.errors import FileSystemError, LockError
+
+if TYPE_CHECKING:
+    from mlx_builder.settings import Settings
 
 _LOCKS: dict[str, FileLock] = {}
 _GUARD = threading.Lock()
@@ -75,42 +79,42 @@ def path_key(path: Path) -> str:
     return f"{safe}-{hashlib.sha256(resolved.encode()).hexdigest()[:16]}"
 
 
-def tree_lock(settings, path: Path):
+def tree_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
     """The lock of the work tree at ``path`` (under the cache's locks folder:
     the tree itself may not exist yet)."""
     return hold(settings.cache_dir / "locks" / f"tree-{path_key(path)}.lock",
                 f"work tree {Path(path)}", settings.no_wait)
 
 
-def build_lock(settings, folder: Path):
+def build_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
     return hold(Path(folder).parent / f".{Path(folder).name}.lock",
                 f"build folder {folder}", settings.no_wait)
 
 
-def mirror_lock(settings):
+def mirror_lock(settings: Settings) -> AbstractContextManager[None]:
     return hold(settings.cache_dir / "locks" / "mirror.lock",
                 f"the MLX mirror {settings.mirror_dir}", settings.no_wait)
 
 
-def bundle_lock(settings, folder: Path):
+def bundle_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
     return hold(Path(folder).parent / f".{Path(folder).name}.lock",
                 f"bundle folder {folder}", settings.no_wait)
 
 
-def output_lock(settings, path: Path):
+def output_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
     """The lock of an output file (a bundle, an index's listing), beside it."""
     path = Path(path)
     return hold(path.parent / f".{path.name}.lock", f"output {path}", settings.no_wait)
 
 
-def deps_lock(settings, entry: Path):
+def deps_lock(settings: Settings, entry: Path) -> AbstractContextManager[None]:
     """The lock of one dependency cache entry (``<cache>/deps/<name>-<pin>``)."""
     entry = Path(entry)
     return hold(settings.cache_dir / "locks" / f"dep-{entry.name}.lock",
                 f"dependency cache entry {entry}", settings.no_wait)
 
 
-def patches_lock(settings, root: Path):
+def patches_lock(settings: Settings, root: Path) -> AbstractContextManager[None]:
     """The lock of a patches folder while export writes it (kept in the
     cache, not among the patches)."""
     return hold(settings.cache_dir / "locks" / f"patches-{path_key(root)}.lock",

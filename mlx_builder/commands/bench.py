@@ -9,8 +9,10 @@ import click
 
 from mlx_builder.commands.options import python_option
 from mlx_builder.commands.test import newest_wheel, parse_env
+from mlx_builder.console import console
 from mlx_builder.errors import ConfigError
 from mlx_builder.lists import comma_ints, comma_list, known_items
+from mlx_builder.settings import Settings
 from mlx_builder.verify.bench import (
     TORCH_BACKENDS,
     BenchConfig,
@@ -20,6 +22,7 @@ from mlx_builder.verify.bench import (
     report,
     run_bench,
 )
+from mlx_builder.verify.perfpage import publish
 
 
 @click.command("bench")
@@ -66,17 +69,25 @@ from mlx_builder.verify.bench import (
               default=None, help="Run nothing: rewrite bench.md and the plots under --out "
                                  "from a bench.json made earlier (e.g. on a GPU node "
                                  "without matplotlib).")
+@click.option("--publish", "publish_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Also make these figures the GPU's entry of the performance "
+                                 "page: write DIR/perf/<gpu>.json and .png and rewrite the "
+                                 "generated part of DIR/performance.md (e.g. --publish docs/).")
 @click.pass_obj
-def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
-            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, queue,
-            out_dir,
-            python, system_site_packages, no_deps, reuse_venv, wheelhouse,
-            env_pairs, report_json) -> None:
+def command(settings: Settings, wheel: Path | None, baseline: Path | None,
+            variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
+            dims: str, lengths: str, decode_lengths: str, heads: int, kv_heads: int,
+            dtype: str, warmup: int, iters: int, queue: int, out_dir: Path, python: str,
+            system_site_packages: bool, no_deps: bool, reuse_venv: bool,
+            wheelhouse: Path | None, env_pairs: tuple[str, ...],
+            report_json: Path | None, publish_dir: Path | None) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
     against --baseline and PyTorch's SDPA backends, each framework in its own
     process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""
     if report_json is not None:
-        report(load_result(report_json), out_dir)
+        result = load_result(report_json)
+        report(result, out_dir)
+        _publish(result, publish_dir)
         return
     wheel = wheel or newest_wheel(Path("dist"))
     backends = known_items(comma_list(torch_backends), TORCH_BACKENDS, "torch backend")
@@ -97,4 +108,14 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
         system_site_packages=system_site_packages, no_deps=no_deps,
         reuse_venv=reuse_venv,
         env=parse_env(env_pairs))
-    run_bench(wheel, opts)
+    _publish(run_bench(wheel, opts), publish_dir)
+
+
+def _publish(result: dict, docs: Path | None) -> None:
+    if docs is None:
+        return
+    done = publish(result, docs)
+    console.print(f"published: {done.data}, {done.page}"
+                  + (f", {done.plot}" if done.plot else ""))
+    if done.plot_skipped:
+        console.print(f"no figure: {done.plot_skipped}", markup=False)

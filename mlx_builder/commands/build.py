@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from mlx_builder import outputs
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
 from mlx_builder.errors import BuildError, BundleError, ConfigError
+from mlx_builder.settings import Settings
 from mlx_builder.verify.routes import resolve_interpreter
 from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform
 from mlx_builder.wheelbuild.bundle import normalize_sha256, prepare
@@ -54,12 +56,15 @@ from mlx_builder.wheelbuild.wheel import configure_only as configure
               help="Repair a Linux wheel to its manylinux_2_X tag with auditwheel "
                    "(the nvidia-* CUDA libraries are not grafted).")
 @click.pass_obj
-def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bundle_sha256,
-            out_dir, python, isolation, cmake_args, configure_only, toolchain, cuda_major,
-            platform_name, manylinux) -> None:
+def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
+            series_name: str | None, source_dir: Path | None, bundle: Path | None,
+            bundle_sha256: str | None, out_dir: Path, python: str | None,
+            isolation: bool | None, cmake_args: tuple[str, ...], configure_only: bool,
+            toolchain: str, cuda_major: str | None, platform_name: str | None,
+            manylinux: bool) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
-    kw = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
+    kw: dict[str, Any] = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
               target_platform=parse_platform(platform_name))
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
@@ -95,6 +100,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
         targets = parse_targets(target_spec, source=source_dir)
         source = source_dir
     else:
+        assert mlx_ref is not None  # exactly one source, checked above
         source, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
     if configure_only:
         configure(settings, source, targets, python=python, extra_cmake_args=cmake_args, **kw)

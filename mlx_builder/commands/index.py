@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mlx_builder.console import console
 from mlx_builder.prebuilt.wheelindex import write_index
+from mlx_builder.settings import Settings
 
 
 @click.command("index")
@@ -19,7 +20,8 @@ from mlx_builder.prebuilt.wheelindex import write_index
               help="Absolute URL the wheels are served from (default: links "
                    "relative to the index pages).")
 @click.pass_obj
-def command(settings, wheelhouse: Path, out_dir: Path | None, base_url: str | None) -> None:
+def command(settings: Settings, wheelhouse: Path, out_dir: Path | None,
+            base_url: str | None) -> None:
     """Write simple/ (PEP 503) and index.json over the wheels in WHEELHOUSE.
 
     Serve the root over HTTP, or use it as a file:// URL:

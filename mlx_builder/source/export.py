@@ -199,7 +199,7 @@ def _write_all(root: Path, writes: list[tuple[Path, bytes]], updates: dict[str, 
 
 
 def _export_one(settings: Settings, index: tuple[Series, ...], series: Series,
-                source: str):
+                source: str) -> _Job:
     tree_path, rev = find_tree(settings, series, source)
     tree = git.Repo(tree_path)
     head = gitops.rev_commit(tree, rev)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -26,6 +27,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from mlx_builder.errors import SeriesError, TargetError
+
+if TYPE_CHECKING:
+    import git
+
+    from mlx_builder.source.gitops import ResolvedRef
 
 TARGETS = ("cuda", "metal", "all")
 BUILD_TARGETS = ("cuda", "metal", "cpu", "all")
@@ -197,7 +203,7 @@ def load_index(patches_dir: Path, *, verify: bool = True) -> tuple[Series, ...]:
     return out
 
 
-def _tables(value, where: str) -> list[Mapping]:
+def _tables(value: object, where: str) -> list[Mapping]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise SeriesError(f"{where}: expected an array of tables",
                           "", "write [[...]] tables")
@@ -216,7 +222,7 @@ def _series_name(index: Path, raw: Mapping) -> str:
     return name
 
 
-def _common(root: Path, index: Path, raw_list, series_names: list[str]
+def _common(root: Path, index: Path, raw_list: object, series_names: list[str]
             ) -> dict[str, PatchEntry]:
     out: dict[str, PatchEntry] = {}
     for raw in _tables(raw_list, f"{index}: common"):
@@ -413,7 +419,7 @@ def find_series(index: Iterable[Series], name: str) -> Series:
                       "pass one of those to --series")
 
 
-def select_series(index: Iterable[Series], resolved, repo) -> Series:
+def select_series(index: Iterable[Series], resolved: ResolvedRef, repo: git.Repo) -> Series:
     """The series for a resolved ref.
 
     Release tags match by version specifier first; anything that descends

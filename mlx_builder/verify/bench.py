@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mlx_builder import process
 from mlx_builder.errors import ConfigError
@@ -130,8 +130,9 @@ def run_worker(run: Run, config: BenchConfig, log: Path, *,
     return records, meta
 
 
-def _one_worker(run: Run, job: dict, fh, timeout: float,
-                on_record: Callable[[dict], None]):
+def _one_worker(run: Run, job: dict, fh: TextIO, timeout: float,
+                on_record: Callable[[dict], None]
+                ) -> tuple[list[dict], dict, list | None, int]:
     """(records, meta, case in flight when it stopped, exit code)."""
     import os
     cmd = [run.python, str(run.script), json.dumps(job)]

@@ -40,11 +40,11 @@ def main(argv: list[str]) -> None:
         mx.reset_peak_memory()
         pending = []
 
-        def issue():
+        def issue() -> None:
             pending.append(mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=D ** -0.5, mask=mask))
 
-        def wait():
+        def wait() -> None:
             mx.eval(pending)
             pending.clear()
 

@@ -9,6 +9,7 @@ expanded to all query heads and the record says so (kv_heads_read).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from _common import emit, load_job, per_call_ms, run_cases
 
@@ -40,8 +41,8 @@ def main(argv: list[str]) -> None:
         v = torch.randn(B, Hkv, kL, D, device=dev, dtype=dtype, generator=gen)
         causal = mode == "prefill"
 
-        def attempt(kk, vv, gqa):
-            def issue():
+        def attempt(kk: Any, vv: Any, gqa: bool) -> tuple[float, int]:
+            def issue() -> None:
                 with sdpa_kernel(backends[backend]):
                     F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
                                                    scale=D ** -0.5, enable_gqa=gqa)
