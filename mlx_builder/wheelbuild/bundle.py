@@ -13,12 +13,14 @@ Bundle layout, under one top directory ``mlx-<label>/``::
 Deterministic: members sorted, mtime 0, uid/gid 0, no user names, modes 644
 or 755, gzip header without name or time; the same inputs give the same bytes.
 bundle.json lists every file under mlx/, deps/ and wheels/ with its sha256
-(``files``); the archive's own sha256 is written beside it as
-``<bundle>.sha256`` (sha256sum's format).
+and size (``files``; their total is ``unpacked_bytes``); the archive's own
+sha256 is written beside it as ``<bundle>.sha256`` (sha256sum's format), the
+two staged and renamed together under the lock of ``--out``.
 
 ``open_bundle`` checks the archive's sha256 against ``--sha256`` and the
 ``.sha256`` file beside it, reads the whole gzip stream (its CRC catches
-corruption), unpacks into a temporary folder, verifies every file against
+corruption), checks every member before writing it (``_extract``), unpacks
+into a temporary folder, verifies every file against
 bundle.json (nothing missing, nothing extra, every hash), and only then moves
 it into place under ``<work>/bundles/<sha16>``; a failed check leaves nothing
 behind, so the same command cannot build from it on a second try.
@@ -228,6 +230,11 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
 
 def _write_locked(settings: Settings, plan: SourcePlan, top: str, out: Path,
                   with_wheels: bool, toolchain: Any) -> None:
+    for dep in plan.deps.deps:
+        if dep.sha256 and content_sha256(dep.path) != dep.sha256:
+            raise DepsError(f"the cached {dep.name} {dep.pin} changed after it was checked",
+                            f"its files in {dep.path} no longer hash to {dep.sha256[:12]}…",
+                            "run again: a damaged cache entry is fetched anew")
     members: list[tuple[str, Path | None, bytes | None]] = []
     for rel in tree_files(plan.src):
         members.append((f"{top}/mlx/{rel}", plan.src / rel, None))

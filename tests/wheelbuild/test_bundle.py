@@ -527,3 +527,15 @@ def test_a_killed_unpack_is_removed_by_the_next_run(world):
     other = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "c.tar.gz")
     open_bundle(make_settings(world.tmp, "node"), other)
     assert not [p for p in bundles.iterdir() if p.name.startswith(".unpack-")]
+
+
+def test_a_cache_entry_changed_after_planning_is_not_packed(world):
+    from mlx_builder.errors import DepsError
+    s = make_settings(world.tmp, fmt=world.fmt)
+    plan = plan_from_tree(s, world.mlx, parse_targets("cpu"))
+    fmt = next(d for d in plan.deps.deps if d.name == "fmt")
+    (fmt.path / "include/fmt/core.h").write_text("// changed in the cache\n")
+    out = world.tmp / "dist" / "b.tar.gz"
+    with pytest.raises(DepsError, match="changed after it was checked"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out, plan=plan)
+    assert not out.exists()
