@@ -227,7 +227,8 @@ def load_settings(env: Mapping[str, str] | None = None,
     """Settings from defaults, then config file, then environment, then options."""
     env = os.environ if env is None else env
     explicit = config_path
-    if explicit is None and env.get("MLX_BUILDER_CONFIG"):
+    if explicit is None and "MLX_BUILDER_CONFIG" in env:
+        _not_blank("MLX_BUILDER_CONFIG", env["MLX_BUILDER_CONFIG"])
         try:
             explicit = Path(env["MLX_BUILDER_CONFIG"]).expanduser()
         except RuntimeError as exc:  # "~user" of a user that does not exist

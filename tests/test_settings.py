@@ -97,7 +97,8 @@ def test_a_config_file_with_a_utf8_byte_order_mark_is_read(isolated_env, tmp_pat
 
 
 @pytest.mark.parametrize("name", ["MLX_BUILDER_CACHE", "MLX_BUILDER_WORK", "MLX_BUILDER_JOBS",
-                                  "MLX_BUILDER_MLX_REPO", "MLX_BUILDER_DEP_FMT"])
+                                  "MLX_BUILDER_MLX_REPO", "MLX_BUILDER_DEP_FMT",
+                                  "MLX_BUILDER_CONFIG"])
 @pytest.mark.parametrize("value", ["", "  "])
 def test_an_empty_or_blank_variable_is_an_error_not_the_default(isolated_env, name, value):
     with pytest.raises(ConfigError, match=f"{name} is set but") as exc:
