@@ -233,6 +233,13 @@ def _long_work_dir(command: str):
 LISTING_ENTRY = {"filename": "mlx-1-py3-none-any.whl", "url": "mlx-1-py3-none-any.whl",
                  "tags": ["py3-none-any"], "version": "1"}
 
+def _bench_qmm_shapes(text: str) -> Callable[[Path, object], list[str]]:
+    def make(tmp: Path, up) -> list[str]:
+        wheel = make_wheel(tmp)
+        return ["bench", str(wheel), "--qmm-shapes", text, "--out", str(tmp / "out")]
+    return make
+
+
 CASES = [
     ("config: dep_sources = 3", _config("dep_sources = 3\n"), 10),
     ("config: offline = [1]", _config("offline = [1]\n"), 10),
@@ -302,6 +309,7 @@ CASES = [
         "--mlx", "0.1.0"], 10),
     ("apply in a work path of 4 040 characters", _long_work_dir("apply"), 33),
     ("checkout in a work path of 4 040 characters", _long_work_dir("checkout"), 33),
+    ("bench --qmm-shapes that is not K:N", _bench_qmm_shapes("5376"), 10),
 ]
 
 
