@@ -1,4 +1,5 @@
-"""`mlx-builder bench`: SDPA speed and memory of a wheel against baselines."""
+"""`mlx-builder bench`: SDPA speed and memory of a wheel against baselines, and
+optionally its quantized and dense linear layers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from mlx_builder.verify.bench import (
     BenchConfig,
     BenchOptions,
     load_result,
+    parse_qmm_shapes,
     parse_variant,
     report,
     run_bench,
@@ -41,6 +43,12 @@ from mlx_builder.verify.perfpage import publish
               help="Prefill lengths L (qL = kL, causal).")
 @click.option("--decode-lengths", default="4096,16384,65536,131072", show_default=True,
               help="Decode kv lengths (qL = 1).")
+@click.option("--qmm-shapes", default="", metavar="K:N,...|gemma4-31b",
+              help="Also time quantized_matmul (transpose=True) beside x @ W.T at these "
+                   "linear shapes (gemma4-31b: its six).")
+@click.option("--qmm-rows", default="1,2048", show_default=True,
+              help="Rows of x for the linear shapes.")
+@click.option("--qmm-bits", type=click.Choice(["4", "8"]), default="4", show_default=True)
 @click.option("--heads", type=int, default=32, show_default=True)
 @click.option("--kv-heads", type=int, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16",
@@ -76,7 +84,8 @@ from mlx_builder.verify.perfpage import publish
 @click.pass_obj
 def command(settings: Settings, wheel: Path | None, baseline: Path | None,
             variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
-            dims: str, lengths: str, decode_lengths: str, heads: int, kv_heads: int,
+            dims: str, lengths: str, decode_lengths: str, qmm_shapes: str, qmm_rows: str,
+            qmm_bits: str, heads: int, kv_heads: int,
             dtype: str, warmup: int, iters: int, queue: int, out_dir: Path, python: str,
             system_site_packages: bool, no_deps: bool, reuse_venv: bool,
             wheelhouse: Path | None, env_pairs: tuple[str, ...],
@@ -95,11 +104,19 @@ def command(settings: Settings, wheel: Path | None, baseline: Path | None,
         parsed_variants = tuple(parse_variant(v) for v in variants)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    config = BenchConfig(dims=comma_ints(dims, "dims"),
+    try:
+        linear = parse_qmm_shapes(qmm_shapes)
+    except ValueError as exc:
+        raise ConfigError(str(exc), "--qmm-shapes takes K:N pairs of a linear layer",
+                          "e.g. --qmm-shapes 5376:8192,21504:5376 or gemma4-31b") from None
+    # --dims "" with --qmm-shapes: the linear layers alone.
+    sdpa_dims = () if linear and not dims.strip() else comma_ints(dims, "dims")
+    config = BenchConfig(dims=sdpa_dims,
                          prefill_lengths=comma_ints(lengths, "lengths"),
                          decode_lengths=comma_ints(decode_lengths, "decode-lengths"), heads=heads,
                          kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
-                         queue=queue, torch_backends=backends)
+                         queue=queue, torch_backends=backends, qmm_shapes=linear,
+                         qmm_rows=comma_ints(qmm_rows, "qmm-rows"), qmm_bits=int(qmm_bits))
     opts = BenchOptions(
         out_dir=out_dir, venv_root=settings.cache_dir / "bench-venvs", config=config,
         baseline=baseline, variants=parsed_variants,

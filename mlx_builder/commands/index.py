@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mlx_builder.console import console
 from mlx_builder.prebuilt.wheelindex import write_index
+from mlx_builder.settings import Settings
 
 
 @click.command("index")
@@ -18,14 +19,16 @@ from mlx_builder.prebuilt.wheelindex import write_index
 @click.option("--base-url", default=None,
               help="Absolute URL the wheels are served from (default: links "
                    "relative to the index pages).")
-def command(wheelhouse: Path, out_dir: Path | None, base_url: str | None) -> None:
+@click.pass_obj
+def command(settings: Settings, wheelhouse: Path, out_dir: Path | None,
+            base_url: str | None) -> None:
     """Write simple/ (PEP 503) and index.json over the wheels in WHEELHOUSE.
 
     Serve the root over HTTP, or use it as a file:// URL:
     `pip install --index-url file:///ROOT/simple/ mlx` or
     `mlx-builder install --index ROOT`.
     """
-    result = write_index(wheelhouse, out_dir, base_url)
+    result = write_index(wheelhouse, out_dir, base_url, no_wait=settings.no_wait)
     table = Table("target", "archs", "upstream", title="indexed wheels")
     table.add_column("wheel", overflow="fold")
     for entry in result.entries:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import http.client
 import json
 import os
 import urllib.parse
@@ -28,7 +29,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mlx_builder import __version__
+from mlx_builder import __version__, locks, outputs
 from mlx_builder.errors import FetchError, WheelError
 from mlx_builder.wheelbuild.manifest import read_manifest, verify_record
 
@@ -85,8 +86,19 @@ def _requires_python(wheel: Path) -> str | None:
     return value.strip() if value else None
 
 
+def _utf8_name(path: Path) -> Path:
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WheelError(f"{os.fsencode(path.name)!r} is not a valid wheel file name",
+                         "the name is not UTF-8 text, which wheel names and the index are",
+                         "rename it, or remove it from the wheelhouse") from None
+    return path
+
+
 def describe_wheel(path: Path, url: str) -> WheelEntry:
     """Read one wheel: name, version, tags, hash, Requires-Python, manifest."""
+    _utf8_name(path)
     try:
         name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
@@ -159,7 +171,7 @@ class IndexResult:
 
 
 def write_index(wheelhouse: Path, out_dir: Path | None = None,
-                base_url: str | None = None) -> IndexResult:
+                base_url: str | None = None, no_wait: bool = False) -> IndexResult:
     """Write ``simple/`` and ``index.json`` for every ``*.whl`` in ``wheelhouse``.
 
     ``base_url`` makes links absolute (wheels published elsewhere, e.g. as
@@ -170,12 +182,12 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
         raise WheelError(f"wheelhouse {wheelhouse} is not a directory", "",
                          "pass the directory that holds the built wheels")
     root = Path(out_dir) if out_dir else wheelhouse
-    wheels = sorted(wheelhouse.glob("*.whl"), key=lambda p: p.name)
+    wheels = sorted((_utf8_name(w) for w in wheelhouse.glob("*.whl")), key=lambda p: p.name)
     if not wheels:
         raise WheelError(f"no wheels in {wheelhouse}", "the index would be empty",
                          "build wheels first (`mlx-builder build --out DIR`)")
     simple = root / SIMPLE_DIR
-    simple.mkdir(parents=True, exist_ok=True)
+    pages: dict[Path, str] = {}
     entries = tuple(describe_wheel(w, _link(w, root, base_url)) for w in wheels)
     by_project: dict[str, list[tuple[Path, WheelEntry]]] = {}
     for wheel, entry in zip(wheels, entries):
@@ -184,7 +196,6 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
     project_links = []
     for project in sorted(by_project):
         page_dir = simple / project
-        page_dir.mkdir(exist_ok=True)
         links = []
         for wheel, entry in by_project[project]:
             href = f"{_link(wheel, page_dir, base_url)}#sha256={entry.sha256}"
@@ -193,19 +204,38 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
                 attrs += (' data-requires-python="'
                           f'{html.escape(entry.requires_python)}"')
             links.append(f"<a {attrs}>{html.escape(entry.filename)}</a><br>")
-        (page_dir / "index.html").write_text(
-            _page(f"Links for {project}", links), encoding="utf-8")
+        pages[page_dir / "index.html"] = _page(f"Links for {project}", links)
         project_links.append(
             f'<a href="{html.escape(project)}/">{html.escape(project)}</a><br>')
-    (simple / "index.html").write_text(_page("Simple index", project_links),
-                                       encoding="utf-8")
+    pages[simple / "index.html"] = _page("Simple index", project_links)
     listing = root / LISTING_NAME
-    listing.write_text(json.dumps({
+    pages[listing] = (json.dumps({
         "schema": SCHEMA, "generator": f"mlx-builder {__version__}",
         "simple": f"{SIMPLE_DIR}/",
         "wheels": [e.to_json() for e in entries],
-    }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    }, indent=2, sort_keys=True) + "\n")
+    _write_pages(root, pages, no_wait)
     return IndexResult(root, listing, simple, entries)
+
+
+def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
+    """The pages and index.json, under the index folder's lock: all staged
+    first, then renamed (index.json last, the file install reads)."""
+    order = sorted(pages, key=lambda p: (p.name == LISTING_NAME, str(p)))
+    with locks.hold(root / f".{LISTING_NAME}.lock", f"the index folder {root}", no_wait):
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for path in order:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                outputs.remove_leftovers(path)
+                staged.append((outputs.stage_bytes(path, pages[path].encode("utf-8")), path))
+            outputs.commit(staged)
+        except OSError as exc:
+            outputs.discard(staged)
+            raise outputs.disk_error(exc, f"cannot write the index into {root}") from None
+        except BaseException:
+            outputs.discard(staged)
+            raise
 
 
 # --- reading an index back (used by `mlx-builder install`) -------------------
@@ -220,7 +250,15 @@ class Listing:
     wheels: tuple[dict[str, Any], ...]
 
     def locate(self, entry: dict[str, Any]) -> str:
+        """Where the entry's wheel is. The link must name the entry's own
+        file (an index may keep its wheels elsewhere: `index --out`, or
+        --base-url), so an index cannot make install fetch another file."""
         url = entry["url"]
+        tail = urllib.parse.unquote(urllib.parse.urlparse(url).path).rsplit("/", 1)[-1]
+        if tail != entry.get("filename"):
+            raise WheelError(f"the index links {url!r} for {entry.get('filename')}",
+                             "the link does not name the wheel it is listed for",
+                             "regenerate the index with `mlx-builder index`")
         if urllib.parse.urlparse(url).scheme:
             return url
         if self.local:
@@ -254,10 +292,10 @@ def load_listing(location: str, offline: bool = False,
     if local is not None:
         listing = local / LISTING_NAME
         if listing.is_file():
-            data = _parse_listing(listing.read_text(encoding="utf-8"), str(listing))
+            data = _parse_listing(listing.read_bytes(), str(listing))
             return Listing(location, str(local.resolve()), True, data)
         if local.is_dir() and any(local.glob("*.whl")):
-            wheels = tuple(describe_wheel(w, urllib.parse.quote(w.name)).to_json()
+            wheels = tuple(describe_wheel(w, urllib.parse.quote(_utf8_name(w).name)).to_json()
                            for w in sorted(local.glob("*.whl")))
             return Listing(location, str(local.resolve()), True, wheels)
         raise WheelError(f"no wheel index at {location}",
@@ -271,27 +309,43 @@ def load_listing(location: str, offline: bool = False,
     url = urllib.parse.urljoin(root, LISTING_NAME)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            text = resp.read().decode("utf-8")
-    except OSError as exc:
-        raise FetchError(f"cannot fetch {url}", str(exc),
+            data = resp.read()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # HTTPException: a reply that is not HTTP (BadStatusLine) or was cut
+        # short (IncompleteRead)
+        raise FetchError(f"cannot fetch {url}",
+                         f"{type(exc).__name__}: {exc}"[:300],
                          "check the URL and the network, or pass a local index"
                          ) from None
-    return Listing(location, root, False, _parse_listing(text, url))
+    return Listing(location, root, False, _parse_listing(data, url))
 
 
-def _parse_listing(text: str, where: str) -> tuple[dict[str, Any], ...]:
+# Optional fields of a listing entry and the types install reads them as.
+_OPTIONAL = {"version": str, "sha256": str, "size": int, "requires_python": str,
+             "manifest_error": str, "project": str, "manifest": dict}
+
+
+def _parse_listing(raw: bytes, where: str) -> tuple[dict[str, Any], ...]:
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object expected, got {type(data).__name__}")
         wheels = data["wheels"]
         if not isinstance(wheels, list):
             raise TypeError("'wheels' is not a list")
         for item in wheels:
+            if not isinstance(item, dict):
+                raise TypeError(f"a wheel entry is not an object: {item!r}"[:200])
             item["filename"], item["url"], item["tags"]
             if not all(isinstance(item[k], str) for k in ("filename", "url")) \
-                    or not isinstance(item["tags"], list):
-                raise TypeError(f"filename/url must be strings and tags a list: {item!r}"[:200])
-            if item.get("manifest") is not None and not isinstance(item["manifest"], dict):
-                raise TypeError(f"the manifest of {item['filename']} is not an object")
+                    or not isinstance(item["tags"], list) \
+                    or not all(isinstance(t, str) for t in item["tags"]):
+                raise TypeError("filename/url must be strings and tags a list of strings: "
+                                f"{item!r}"[:200])
+            for key, kind in _OPTIONAL.items():
+                if item.get(key) is not None and not isinstance(item[key], kind):
+                    raise TypeError(f"{key} of {item['filename']} is not a "
+                                    f"{kind.__name__}: {item[key]!r}"[:200])
     except (ValueError, KeyError, TypeError) as exc:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",
