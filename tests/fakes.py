@@ -150,11 +150,12 @@ def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
 
 
 def manifest_for(spec: str, system: str = "Linux",
-                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0") -> dict:
+                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0",
+                 cuda_major: int | None = None) -> dict:
     """The manifest `mlx-builder build` writes for target ``spec``."""
     prov = Provenance(upstream_url="https://github.com/ml-explore/mlx",
                       upstream_ref="main", upstream_commit=commit,
                       upstream_version="0.32.1", series="main")
     return build_manifest(version="0.32.1", prov=prov,
                           targets=parse_targets(spec, system=system),
-                          toolchain={}, dependencies=[])
+                          toolchain={}, dependencies=[], cuda_major=cuda_major)

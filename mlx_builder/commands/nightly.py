@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlx_builder.commands.options import mlx_ref_option
-from mlx_builder.console import console
+from mlx_builder.console import console, print_table
 from mlx_builder.errors import RegressionError
 from mlx_builder.lists import comma_list
 from mlx_builder.settings import Settings
@@ -56,7 +56,7 @@ def command(settings: Settings, mlx_ref: str, targets: str,
                           for c in p.conflicts) or p.detail
         table.add_row(Text(p.patch), Text(p.state), Text(where), Text(p.refresh),
                       str(len(p.touched_by)))
-    console.print(table)
+    print_table(table)
     for b in report.builds:
         console.print(f"build {b.target}: {b.status} {b.detail}; tests: {b.tests}",
                       markup=False)

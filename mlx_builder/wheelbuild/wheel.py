@@ -35,7 +35,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ from mlx_builder.wheelbuild.buildenv import BuildEnv, Platform, cross_target, ho
 from mlx_builder.wheelbuild.bundle import LOCAL_TREE, SourcePlan, open_bundle, plan_from_tree, tree_files
 from mlx_builder.wheelbuild.cross import toolchain_file
 from mlx_builder.wheelbuild.deps import setup_py_defines
-from mlx_builder.wheelbuild.manifest import build_manifest, inject
+from mlx_builder.wheelbuild.manifest import BACKEND_EXTRAS, build_manifest, inject, make_label
 from mlx_builder.wheelbuild.probe import Check
 from mlx_builder.wheelbuild.sass import verify_sass
 from mlx_builder.wheelbuild.targets import TargetSet
@@ -309,6 +309,9 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
+    if targets.backend == "cuda":
+        # The label names the CUDA major only now that the toolkit is known.
+        plan = replace(plan, label=make_label(plan.provenance, targets.tag, toolkit_major(tc)))
     overlay_dir = staged.parent / ("cuda-overlay" + (f"-{cross_to.machine}" if cross_to else ""))
     overlay = (tc.cuda_libs.cmake_args(overlay_dir, tc.env.get("CC"))
                if tc.cuda_libs else [])
@@ -316,6 +319,17 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
                   *(cross_args(tc, cross_to, benv, staged.parent) if cross_to else []),
                   *launcher_args(tc, benv), *extra]
     return Prepared(plan, staged, tc, cmake_args, isolate, python, runner, plat, benv)
+
+
+def toolkit_major(tc: Toolchain) -> int:
+    """The CUDA major of the toolkit a build uses (its nvcc's version)."""
+    version = tc.versions().get("nvcc", "")
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        raise BuildError(f"cannot read the CUDA version of nvcc ({version!r})",
+                         "the wheel's label names its CUDA major",
+                         "run `mlx-builder doctor` to see which nvcc is used") from None
 
 
 def resolve_toolchain(settings: Settings, targets: TargetSet, plan: SourcePlan, staged: Path,
@@ -514,7 +528,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             path = Path(zf.extract(lib, tmp))
             code = verify_sass(path, targets.sass_archs, tc.tools.get("cuobjdump"))
             gpu = {"sass": sorted(code.sass), "ptx": sorted(code.ptx), "method": code.method}
-            toolkit = int(tc.versions()["nvcc"].split(".")[0])
+            toolkit = toolkit_major(tc)
             requires, req_source = cuda_runtime_requirements(staged, toolkit, platform.system())
         elif targets.backend == "metal" and not any(m.endswith("mlx.metallib") for m in members):
             raise BuildError(f"{raw.name} has no mlx.metallib", "the Metal kernels are missing")
@@ -544,9 +558,11 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
         dependencies=[d.to_json() for d in plan.deps.deps],
         disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
-        built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info)
+        built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info,
+        cuda_major=toolkit_major(tc) if targets.backend == "cuda" else None)
     try:
-        return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)
+        return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires,
+                      extras=BACKEND_EXTRAS)
     finally:
         if work_dir is not None:
             shutil.rmtree(work_dir, ignore_errors=True)
