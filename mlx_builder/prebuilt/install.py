@@ -335,6 +335,7 @@ class Candidate:
     tag_rank: int = 1 << 30
     version: Version | None = None
     driver_too_old: bool = False
+    major_rank: int = 0         # among CUDA majors: lower is preferred
 
     @property
     def filename(self) -> str:
@@ -418,6 +419,9 @@ def _judge_cuda(cand: Candidate, manifest: Mapping[str, Any], host: Host) -> Non
                        f"{min_driver(major)}; this host has {host.driver}")
         return
     cand.accepted, cand.arch_rank = True, worst
+    # A known driver: the newest CUDA it runs. An unknown one: the oldest
+    # CUDA, which the most drivers run.
+    cand.major_rank = (-(major or 0)) if driver is not None else (major or 0)
     notes.append(f"CUDA {major}" if major is not None else "CUDA major not recorded")
     cand.reason = "; ".join(notes)
 
@@ -484,7 +488,7 @@ def choose_wheel(entries: Iterable[tuple[dict[str, Any], str]], host: Host,
     for cand in cands:
         judge(cand, host, backend, accepts)
     good = [c for c in cands if c.accepted]
-    good.sort(key=lambda c: (c.arch_rank, c.tag_rank, c.filename))
+    good.sort(key=lambda c: (c.arch_rank, c.major_rank, c.tag_rank, c.filename))
     # Newest public version first (stable sort); local labels such as
     # +mlxb.<hash> name a build, not a newer release, so they do not count.
     good.sort(key=lambda c: _public(c.version), reverse=True)
