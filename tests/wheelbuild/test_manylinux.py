@@ -53,7 +53,8 @@ def test_parse_tag():
 
 def test_the_cuda_libraries_are_never_grafted():
     for soname in ("libcudart.so.13", "libcublasLt.so.13", "libcudnn.so.9",
-                   "libcudnn_graph.so.9", "libnccl.so.2", "libcuda.so.1", "libnvrtc.so.13"):
+                   "libcudnn_graph.so.9", "libnccl.so.2", "libcuda.so.1", "libnvrtc.so.13",
+                   "libcusolver.so.12", "libcusolver.so.11"):
         import fnmatch
         assert any(fnmatch.fnmatch(soname, p) for p in CUDA_EXCLUDES), soname
 
