@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
+from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
 from mlx_builder.wheelbuild.bundle import prepare
 from mlx_builder.wheelbuild.targets import parse_targets
 from mlx_builder.wheelbuild.wheel import build_wheel
@@ -59,6 +60,9 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
     write its provenance manifest into it (see `mlx-builder inspect`)."""
     kw = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
               target_platform=parse_platform(platform_name))
+    warning = platform_warning(target_spec, kw["target_platform"])
+    if warning:
+        err_console.print(f"warning: {warning}", markup=False)
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")

@@ -83,6 +83,28 @@ def host_platform(machine: str | None = None, system: str | None = None) -> Plat
     return PLATFORMS.get(name)
 
 
+# Targets whose GPUs exist only in Arm machines: on another platform their
+# code is built into a wheel no such machine can install.
+ARM_ONLY_TARGETS = {"cuda-sm121": "GB10 (DGX Spark)"}
+
+
+def platform_warning(target_spec: str | None, target: Platform | None,
+                     machine: str | None = None) -> str | None:
+    """The warning for a build of an Arm-only GPU target for another platform
+    (``target`` None means this host's); None when there is nothing to say."""
+    plat = target or host_platform(machine)
+    if plat is None or plat.machine == "aarch64" or not target_spec:
+        return None
+    named = [t.strip().lower() for t in target_spec.split(",")]
+    arm = [t for t in named if t in ARM_ONLY_TARGETS]
+    if not arm:
+        return None
+    gpus = ", ".join(f"{t} is {ARM_ONLY_TARGETS[t]}" for t in arm)
+    return (f"{gpus}, an Arm machine: this {plat.machine} wheel installs on no such "
+            f"machine. Add --platform linux-aarch64 (cross-built here) for the wheel a "
+            f"DGX Spark installs.")
+
+
 def cross_target(target: Platform | None) -> Platform | None:
     """``target`` when building for it is a cross build from this host, else
     None (no target named, the host's own platform, or a host without one)."""
