@@ -52,10 +52,13 @@ from mlx_builder.wheelbuild.wheel import configure_only as configure
 @click.option("--manylinux/--no-manylinux", default=True, show_default=True,
               help="Repair a Linux wheel to its manylinux_2_X tag with auditwheel "
                    "(the nvidia-* CUDA libraries are not grafted).")
+@click.option("--manylinux-floor", default=None, metavar="GLIBC",
+              help="Tag the wheel manylinux_<GLIBC> (e.g. 2.28) and fail if it needs a "
+                   "newer glibc (default: the oldest tag the wheel qualifies for).")
 @click.pass_obj
 def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bundle_sha256,
             out_dir, python, isolation, cmake_args, configure_only, toolchain, cuda_major,
-            platform_name, manylinux) -> None:
+            platform_name, manylinux, manylinux_floor) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
     kw = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
@@ -77,6 +80,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
             return
         build_wheel(settings, bundle, targets, out_dir, from_bundle=True, python=python,
                     isolation=isolation, extra_cmake_args=cmake_args, manylinux=manylinux,
+                    manylinux_floor=manylinux_floor,
                     bundle_sha256=bundle_sha256, **kw)
         return
     if not target_spec:
@@ -90,4 +94,5 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
         configure(settings, source, targets, python=python, extra_cmake_args=cmake_args, **kw)
         return
     build_wheel(settings, source, targets, out_dir, python=python, isolation=isolation,
-                extra_cmake_args=cmake_args, manylinux=manylinux, **kw)
+                extra_cmake_args=cmake_args, manylinux=manylinux,
+                manylinux_floor=manylinux_floor, **kw)

@@ -408,7 +408,8 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
                 extra_cmake_args: Iterable[str] = (),
                 bundle_sha256: str | None = None, toolchain: str = "system",
                 cuda_major: int | None = None,
-                target_platform: Platform | None = None, manylinux: bool = True) -> Path:
+                target_platform: Platform | None = None, manylinux: bool = True,
+                manylinux_floor: str | None = None) -> Path:
     """Build, verify and label one wheel; returns its path in ``out_dir``.
     The build folder is locked for the whole build.
 
@@ -421,11 +422,11 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
         p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args,
                      toolchain=toolchain, cuda_major=cuda_major,
                      target_platform=target_platform)
-        return _build_wheel(settings, p, out_dir, manylinux, start)
+        return _build_wheel(settings, p, out_dir, manylinux, start, manylinux_floor)
 
 
 def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool,
-                 start: float) -> Path:
+                 start: float, manylinux_floor: str | None = None) -> Path:
     plan, targets = p.plan, p.plan.targets
     env = build_env(settings, plan, p.tc, p.cmake_args)
     wheel_tmp = p.staged.parent / f"wheel-{_slug(targets.tag)}"
@@ -449,7 +450,7 @@ def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool
     built_from = f"bundle sha256:{plan.bundle_sha256}" if plan.bundle_sha256 else "tree"
     out = finish_wheel(wheels[0], plan, p.tc, p.staged, Path(out_dir), p.cmake_args,
                        built_from, p.python, plat=p.platform, runner=p.runner,
-                       manylinux=manylinux,
+                       manylinux=manylinux, manylinux_floor=manylinux_floor,
                        packages=p.buildenv.versions if p.buildenv else None)
     took = time.monotonic() - start
     console.print(f"wheel: {out} ({out.stat().st_size / 2**20:.1f} MiB; log {result.log_path})",
@@ -510,7 +511,8 @@ def _python_version(python: str) -> str:
 def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_dir: Path,
                  cmake_args: list[str], built_from: str, python: str, *,
                  plat: Platform | None = None, runner: StepRunner | None = None,
-                 manylinux: bool = True, packages: dict[str, str] | None = None) -> Path:
+                 manylinux: bool = True, packages: dict[str, str] | None = None,
+                 manylinux_floor: str | None = None) -> Path:
     targets = plan.targets
     version = wheel_version(raw)
     if Version(version) != Version(plan.label):
@@ -548,7 +550,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             raw.name.endswith(f"-{plat.wheel_tag}.whl"):
         from mlx_builder.wheelbuild.manylinux import repair
         work_dir = Path(tempfile.mkdtemp(prefix="mlxb-manylinux-"))
-        fixed = repair(raw, work_dir, plat, runner)
+        fixed = repair(raw, work_dir, plat, runner, floor=manylinux_floor)
         platform_info = fixed.to_json(plat)
         console.print(f"repaired to {fixed.tag} (glibc >= {fixed.glibc}; grafted "
                       f"{', '.join(fixed.grafted) or 'nothing'})", markup=False)
