@@ -78,11 +78,11 @@ def served(tmp_path_factory) -> Iterator[dict[str, str]]:
         make_wheel(pypi, version, tag="py3-none-any", marker="upstream",
                    extras=("cuda13",), requires=(f'mlx-cuda-13=={version}; extra == "cuda13"',))
         make_wheel(pypi, version, name="mlx-cuda-13", tag="py3-none-any", marker="upstream")
-    for version in ("0.32.2", "0.32.3"):
+    for version, floor in (("0.32.2", "0.32.2"), ("0.32.3", "0.32.2"), ("0.33.0", "0.32.4")):
         make_wheel(pypi, version, name="mlx-lm", tag="py3-none-any", marker="lm",
                    extras=("cuda13",),
-                   requires=('mlx>=0.32.2; platform_system == "Darwin"',
-                             'mlx[cuda13]>=0.32.2; extra == "cuda13"'))
+                   requires=(f'mlx>={floor}; platform_system == "Darwin"',
+                             f'mlx[cuda13]>={floor}; extra == "cuda13"'))
     write_index(pypi)           # not ours (no manifest): all in the variant "other"
     servers = [_serve(house), _serve(pypi)]
     yield {"ours": servers[0][1], "pypi": servers[1][1] + "other/simple/", "tmp": str(tmp)}
@@ -147,7 +147,8 @@ def test_the_readme_command_takes_our_wheel_for_each_host(served, gpu, plat, var
     resolve = pip_resolves if resolver == "pip" else uv_resolves
     got = resolve(served, variant, plat, "mlx", pypi=pypi)
     assert got["mlx"] == BUILDS[variant][0]
-    if pypi:   # mlx-lm from PyPI, its cuda13 extra answered by our wheel alone
+    if pypi:   # mlx-lm from PyPI, its cuda13 extra answered by our wheel alone; the
+        # newest mlx-lm (0.33.0) wants mlx>=0.32.4, so the pin keeps 0.32.3
         got = resolve(served, variant, plat, "mlx-lm[cuda13]", pypi=pypi)
         assert got["mlx"] == BUILDS[variant][0] and "mlx-cuda-13" not in got
         assert got["mlx-lm"] == "0.32.3"
@@ -188,27 +189,52 @@ def test_an_x86_64_host_on_the_gb10_index_gets_nothing(served):
     assert proc.returncode != 0 and "Cannot install mlx" in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("upgrade", [
-    ["pip", "install", "-U", "mlx-lm[cuda13]"],
-    ["pip", "install", "-U", "mlx-lm"],
-])
-def test_pip_install_upgrade_mlx_lm_keeps_our_mlx(served, tmp_path, upgrade):
+def _venv_with_our_mlx(served: dict, tmp_path: Path, variant: str) -> str:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
-    variant = "cu13-sm90"
     first = [py, "-m", "pip", "install", "--quiet",
-             *_readme_args(served["ours"], variant, served["pypi"]), "mlx", "mlx-lm==0.32.2"]
+             *_readme_args(served["ours"], variant, served["pypi"]), "mlx", "mlx-lm[cuda13]"]
     proc = subprocess.run(first, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    then = [py, "-m", *upgrade, "--quiet", "--index-url", served["pypi"],
-            "--extra-index-url", f"{served['ours']}{variant}/simple/"]
+    assert _installed(py) == {"mlx": BUILDS[variant][0], "mlx-lm": "0.32.3"}
+    return py
+
+
+def _installed(py: str) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json; print(json.dumps("
+            "{n: m.version(n) for n in ('mlx', 'mlx-lm')}))")
+    return json.loads(subprocess.run([py, "-c", code], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+@pytest.mark.parametrize("upgrade, keeps", [
+    # pip upgrades only what is named; mlx-lm alone does not need mlx on Linux
+    (["install", "-U", "mlx-lm"], {"mlx-lm": "0.33.0"}),
+    # with the constraints, the newest mlx-lm that accepts our mlx
+    (["install", "-U", "-c", "{pins}", "mlx-lm[cuda13]"], {"mlx-lm": "0.32.3"}),
+])
+def test_pip_install_upgrade_mlx_lm_keeps_our_mlx(served, tmp_path, upgrade, keeps):
+    variant = "cu13-sm90"
+    py = _venv_with_our_mlx(served, tmp_path, variant)
+    pins = f"{served['ours']}{variant}/constraints.txt"
+    then = [py, "-m", "pip", *[a.replace("{pins}", pins) for a in upgrade], "--quiet",
+            "--index-url", served["pypi"], "--extra-index-url", f"{served['ours']}{variant}/simple/"]
     proc = subprocess.run(then, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    versions = subprocess.run(
-        [py, "-c", "import importlib.metadata as m; print(m.version('mlx'), m.version('mlx-lm'))"],
-        capture_output=True, text=True, check=True).stdout.split()
-    assert versions == [BUILDS[variant][0], "0.32.3"]
+    assert _installed(py) == {"mlx": BUILDS[variant][0], **keeps}
     marker = subprocess.run([py, "-c", "import mlx; print(mlx.MARKER)"], capture_output=True,
                             text=True, check=True).stdout.strip()
     assert marker == variant
+
+
+def test_upgrading_the_cuda_extra_without_the_constraints_swaps_our_mlx(served, tmp_path):
+    """What the README's `-c` guards against: mlx-lm 0.33.0 needs mlx>=0.32.4."""
+    variant = "cu13-sm90"
+    py = _venv_with_our_mlx(served, tmp_path, variant)
+    proc = subprocess.run([py, "-m", "pip", "install", "-U", "--quiet", "--index-url",
+                           served["pypi"], "--extra-index-url",
+                           f"{served['ours']}{variant}/simple/", "mlx-lm[cuda13]"],
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert _installed(py) == {"mlx": "0.32.4", "mlx-lm": "0.33.0"}
