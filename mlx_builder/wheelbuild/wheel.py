@@ -252,7 +252,9 @@ class Tracker:
             self.prog.update(self.task, completed=int(m.group(1)), total=100)
         elif "-- Configuring done" in line:
             self.prog.update(self.task, description="compiling")
-        elif ("Running command" in line and "setup.py" in line) or "bdist_wheel" in line:
+        elif self.total and self.done >= self.total and (
+                ("Running command" in line and "setup.py" in line) or "bdist_wheel" in line):
+            # pip names bdist_wheel before CMake starts too: packaging is after the compile
             self.prog.update(self.task, description="packaging")
 
 
