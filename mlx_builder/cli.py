@@ -120,8 +120,10 @@ class _Cli(click.Group):
 @click.option("--log-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the whole log, with times, to this file.")
 @click.pass_context
-def cli(ctx: click.Context, mlx_repo, cache_dir, work_dir, patches_dir,
-        config_path, offline, jobs, no_wait, verbose, quiet, log_file) -> None:
+def cli(ctx: click.Context, mlx_repo: str | None, cache_dir: Path | None,
+        work_dir: Path | None, patches_dir: Path | None, config_path: Path | None,
+        offline: bool | None, jobs: int | None, no_wait: bool | None, verbose: int,
+        quiet: bool, log_file: Path | None) -> None:
     """Fork-and-patch builds of Apple MLX for long-context attention."""
     if verbose and quiet:
         raise ConfigError("-v and -q together", "they ask for more and less output at once",

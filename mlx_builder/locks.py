@@ -12,13 +12,17 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
 from mlx_builder.console import err_console
 from mlx_builder.errors import FileSystemError, LockError
+
+if TYPE_CHECKING:
+    from mlx_builder.settings import Settings
 
 _LOCKS: dict[str, FileLock] = {}
 _GUARD = threading.Lock()
@@ -74,23 +78,23 @@ def path_key(path: Path) -> str:
     return f"{safe}-{hashlib.sha256(resolved.encode()).hexdigest()[:16]}"
 
 
-def tree_lock(settings, path: Path):
+def tree_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
     """The lock of the work tree at ``path`` (under the cache's locks folder:
     the tree itself may not exist yet)."""
     return hold(settings.cache_dir / "locks" / f"tree-{path_key(path)}.lock",
                 f"work tree {Path(path)}", settings.no_wait)
 
 
-def build_lock(settings, folder: Path):
+def build_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
     return hold(Path(folder).parent / f".{Path(folder).name}.lock",
                 f"build folder {folder}", settings.no_wait)
 
 
-def mirror_lock(settings):
+def mirror_lock(settings: Settings) -> AbstractContextManager[None]:
     return hold(settings.cache_dir / "locks" / "mirror.lock",
                 f"the MLX mirror {settings.mirror_dir}", settings.no_wait)
 
 
-def bundle_lock(settings, folder: Path):
+def bundle_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
     return hold(Path(folder).parent / f".{Path(folder).name}.lock",
                 f"bundle folder {folder}", settings.no_wait)

@@ -5,7 +5,7 @@ Nothing here names a path of any particular machine: mirrors, dependency
 directories and caches come from the user.
 
 Config file (TOML), default ``~/.config/mlx-builder/config.toml`` or
-``$MLX_BUILDER_CONFIG``::
+``$MLX_BUILDER_CONFIG`` (every key: docs/commands.md, Configuration)::
 
     mlx_repo = "/srv/mirrors/mlx.git"      # URL or local path
     index = "https://wheels.example.net/"  # `install`'s prebuilt wheel index
@@ -113,8 +113,8 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 def _bad(key: str, value: Any, want: str) -> ConfigError:
     return ConfigError(f"setting {key} must be {want}, got {value!r}",
                        "from the config file, the environment or an option",
-                       "fix the value (see the top of mlx_builder/settings.py "
-                       "or README.md for the format)")
+                       "fix the value (docs/commands.md, Configuration, gives "
+                       "every setting's format)")
 
 
 def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:

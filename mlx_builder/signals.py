@@ -19,6 +19,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from mlx_builder.errors import Terminated
@@ -33,7 +34,7 @@ def _raise(signum: int) -> None:
     raise Terminated(signum)
 
 
-def _handler(signum, frame) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     if _state["depth"]:
         _state["pending"] = _state["pending"] or signum
         return

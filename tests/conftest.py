@@ -5,7 +5,9 @@ Reuse from any test file:
 * ``upstream`` – a fresh copy of the default fixture, per test;
 * ``make_upstream()`` – the same as a factory (``make_upstream(series=False)``
   gives the repository without patches/ index);
-* ``isolated_env`` – no MLX_BUILDER_* variables, no user config file;
+* ``isolated_env`` – no MLX_BUILDER_* variables, no user config file, and
+  a cache of the test's own (every test already runs without the user's
+  MLX_BUILDER_* variables and config file: see ``_no_user_settings``);
 * helpers: ``from gitfixture import git, tree_digest, PatchSpec, Upstream``
   (tests/gitfixture.py documents the default fixture's layout).
 """
@@ -18,6 +20,23 @@ from collections.abc import Callable
 
 import pytest
 from gitfixture import Upstream, build_upstream
+
+# The one variable a test may take from the user: the real MLX checkout the
+# opt-in ``real_mlx`` tests run against. Read before any test clears it.
+REAL_MLX_REPO = os.environ.get("MLX_BUILDER_MLX_REPO")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_settings(request, monkeypatch, tmp_path_factory):
+    """Every test runs as on a machine without mlx-builder settings: the
+    user's MLX_BUILDER_* variables (a MLX_BUILDER_DEP_* export, an offline
+    flag) and config file would change what the code under test sees."""
+    for name in list(os.environ):
+        if name.startswith("MLX_BUILDER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-user-config"))
+    if REAL_MLX_REPO and request.node.get_closest_marker("real_mlx"):
+        monkeypatch.setenv("MLX_BUILDER_MLX_REPO", REAL_MLX_REPO)
 
 
 @pytest.fixture(scope="session")

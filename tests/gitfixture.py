@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlx_builder.settings import Settings
+from mlx_builder.source.series import without_offsets
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Fixture Author", "GIT_AUTHOR_EMAIL": "author@example.com",
@@ -215,11 +216,13 @@ class Upstream:
         self.write_index()
 
     def share(self, file: str, names: list[str]) -> None:
-        """Make ``file`` (byte-identical in the series ``names``) a common
-        patch: moved to patches/common/, index schema 2."""
+        """Make ``file`` (the same change in the series ``names``: identical
+        but for where its hunks start and its blob ids) a common patch, with
+        the text of ``names[0]``: moved to patches/common/, index schema 2."""
         entries = [p for s in self.series if s["name"] in names
                    for p in s["patches"] if p.get("file") == file]
-        texts = {(self.patches_dir / n / file).read_bytes() for n in names}
+        texts = {without_offsets((self.patches_dir / n / file).read_text())
+                 for n in names}
         assert len(texts) == 1 and len(entries) == len(names), file
         (self.patches_dir / "common").mkdir(exist_ok=True)
         (self.patches_dir / names[0] / file).rename(

@@ -32,3 +32,13 @@ def test_readme_is_short_and_its_links_exist():
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
         if "://" not in target:
             assert (ROOT / target).exists(), target
+
+
+def test_the_performance_page_shows_its_data_files():
+    from mlx_builder.verify import perfpage
+    docs = ROOT / "docs"
+    page = (docs / perfpage.PAGE).read_text(encoding="utf-8")
+    assert perfpage.update_page(page, perfpage.render_region(docs)) == page, \
+        "regenerate: mlx-builder bench --report docs/perf/<gpu>.json --publish docs/"
+    for data in (docs / perfpage.DATA_DIR).glob("*.json"):
+        assert data.with_suffix(".png").exists(), f"{data.name} has no figure"

@@ -128,6 +128,13 @@ def _sha256_arg(value: str, bundle: bool = True):
 LISTING_ENTRY = {"filename": "mlx-1-py3-none-any.whl", "url": "mlx-1-py3-none-any.whl",
                  "tags": ["py3-none-any"], "version": "1"}
 
+def _bench_qmm_shapes(text: str) -> Callable[[Path, object], list[str]]:
+    def make(tmp: Path, up) -> list[str]:
+        wheel = make_wheel(tmp)
+        return ["bench", str(wheel), "--qmm-shapes", text, "--out", str(tmp / "out")]
+    return make
+
+
 CASES = [
     ("config: dep_sources = 3", _config("dep_sources = 3\n"), 10),
     ("config: offline = [1]", _config("offline = [1]\n"), 10),
@@ -167,6 +174,7 @@ CASES = [
     ("bundle --out names a file", _bundle_out_file, 17),
     ("build --sha256 that is not a hash", _sha256_arg("abc"), 34),
     ("build --sha256 without --from-bundle", _sha256_arg("0" * 64, bundle=False), 17),
+    ("bench --qmm-shapes that is not K:N", _bench_qmm_shapes("5376"), 10),
 ]
 
 

@@ -9,6 +9,7 @@ import click
 
 from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
 from mlx_builder.console import console
+from mlx_builder.settings import Settings
 from mlx_builder.source.apply import prepare_tree
 
 
@@ -20,7 +21,8 @@ from mlx_builder.source.apply import prepare_tree
               help="Work tree directory (default: <work dir>/<ref>-<target>).")
 @json_flag()
 @click.pass_obj
-def command(settings, mlx_ref, series_name, target, dest, as_json) -> None:
+def command(settings: Settings, mlx_ref: str, series_name: str | None, target: str,
+            dest: Path | None, as_json: bool) -> None:
     """Check every patch, then create a work tree with the series as commits.
 
     Nothing is written when any patch fails to apply; an existing work tree

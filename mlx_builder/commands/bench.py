@@ -1,4 +1,5 @@
-"""`mlx-builder bench`: SDPA speed and memory of a wheel against baselines."""
+"""`mlx-builder bench`: SDPA speed and memory of a wheel against baselines, and
+optionally its quantized and dense linear layers."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ import click
 
 from mlx_builder.commands.options import python_option
 from mlx_builder.commands.test import newest_wheel, parse_env
+from mlx_builder.console import console
 from mlx_builder.errors import ConfigError
 from mlx_builder.lists import comma_ints, comma_list, known_items
+from mlx_builder.settings import Settings
 from mlx_builder.verify.bench import (
     TORCH_BACKENDS,
     BenchConfig,
     BenchOptions,
     load_result,
+    parse_qmm_shapes,
     parse_variant,
     report,
     run_bench,
 )
+from mlx_builder.verify.perfpage import publish
 
 
 @click.command("bench")
@@ -38,6 +43,12 @@ from mlx_builder.verify.bench import (
               help="Prefill lengths L (qL = kL, causal).")
 @click.option("--decode-lengths", default="4096,16384,65536,131072", show_default=True,
               help="Decode kv lengths (qL = 1).")
+@click.option("--qmm-shapes", default="", metavar="K:N,...|gemma4-31b",
+              help="Also time quantized_matmul (transpose=True) beside x @ W.T at these "
+                   "linear shapes (gemma4-31b: its six).")
+@click.option("--qmm-rows", default="1,2048", show_default=True,
+              help="Rows of x for the linear shapes.")
+@click.option("--qmm-bits", type=click.Choice(["4", "8"]), default="4", show_default=True)
 @click.option("--heads", type=int, default=32, show_default=True)
 @click.option("--kv-heads", type=int, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16",
@@ -66,17 +77,26 @@ from mlx_builder.verify.bench import (
               default=None, help="Run nothing: rewrite bench.md and the plots under --out "
                                  "from a bench.json made earlier (e.g. on a GPU node "
                                  "without matplotlib).")
+@click.option("--publish", "publish_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Also make these figures the GPU's entry of the performance "
+                                 "page: write DIR/perf/<gpu>.json and .png and rewrite the "
+                                 "generated part of DIR/performance.md (e.g. --publish docs/).")
 @click.pass_obj
-def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_backends,
-            dims, lengths, decode_lengths, heads, kv_heads, dtype, warmup, iters, queue,
-            out_dir,
-            python, system_site_packages, no_deps, reuse_venv, wheelhouse,
-            env_pairs, report_json) -> None:
+def command(settings: Settings, wheel: Path | None, baseline: Path | None,
+            variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
+            dims: str, lengths: str, decode_lengths: str, qmm_shapes: str, qmm_rows: str,
+            qmm_bits: str, heads: int, kv_heads: int,
+            dtype: str, warmup: int, iters: int, queue: int, out_dir: Path, python: str,
+            system_site_packages: bool, no_deps: bool, reuse_venv: bool,
+            wheelhouse: Path | None, env_pairs: tuple[str, ...],
+            report_json: Path | None, publish_dir: Path | None) -> None:
     """Prefill TFLOP/s and peak memory over L, decode TB/s over kL: WHEEL
     against --baseline and PyTorch's SDPA backends, each framework in its own
     process. Writes bench.json, bench.md and PNG plots (with matplotlib)."""
     if report_json is not None:
-        report(load_result(report_json), out_dir)
+        result = load_result(report_json)
+        report(result, out_dir)
+        _publish(result, publish_dir)
         return
     wheel = wheel or newest_wheel(Path("dist"))
     backends = known_items(comma_list(torch_backends), TORCH_BACKENDS, "torch backend")
@@ -84,11 +104,19 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
         parsed_variants = tuple(parse_variant(v) for v in variants)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    config = BenchConfig(dims=comma_ints(dims, "dims"),
+    try:
+        linear = parse_qmm_shapes(qmm_shapes)
+    except ValueError as exc:
+        raise ConfigError(str(exc), "--qmm-shapes takes K:N pairs of a linear layer",
+                          "e.g. --qmm-shapes 5376:8192,21504:5376 or gemma4-31b") from None
+    # --dims "" with --qmm-shapes: the linear layers alone.
+    sdpa_dims = () if linear and not dims.strip() else comma_ints(dims, "dims")
+    config = BenchConfig(dims=sdpa_dims,
                          prefill_lengths=comma_ints(lengths, "lengths"),
                          decode_lengths=comma_ints(decode_lengths, "decode-lengths"), heads=heads,
                          kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
-                         queue=queue, torch_backends=backends)
+                         queue=queue, torch_backends=backends, qmm_shapes=linear,
+                         qmm_rows=comma_ints(qmm_rows, "qmm-rows"), qmm_bits=int(qmm_bits))
     opts = BenchOptions(
         out_dir=out_dir, venv_root=settings.cache_dir / "bench-venvs", config=config,
         baseline=baseline, variants=parsed_variants,
@@ -97,4 +125,14 @@ def command(settings, wheel, baseline, variants, torch_python, no_torch, torch_b
         system_site_packages=system_site_packages, no_deps=no_deps,
         reuse_venv=reuse_venv,
         env=parse_env(env_pairs))
-    run_bench(wheel, opts)
+    _publish(run_bench(wheel, opts), publish_dir)
+
+
+def _publish(result: dict, docs: Path | None) -> None:
+    if docs is None:
+        return
+    done = publish(result, docs)
+    console.print(f"published: {done.data}, {done.page}"
+                  + (f", {done.plot}" if done.plot else ""))
+    if done.plot_skipped:
+        console.print(f"no figure: {done.plot_skipped}", markup=False)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
 from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError
+from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
 from mlx_builder.wheelbuild.bundle import prepare
 from mlx_builder.wheelbuild.targets import parse_targets
@@ -56,12 +58,15 @@ from mlx_builder.wheelbuild.wheel import configure_only as configure
               help="Tag the wheel manylinux_<GLIBC> (e.g. 2.28) and fail if it needs a "
                    "newer glibc (default: the oldest tag the wheel qualifies for).")
 @click.pass_obj
-def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bundle_sha256,
-            out_dir, python, isolation, cmake_args, configure_only, toolchain, cuda_major,
-            platform_name, manylinux, manylinux_floor) -> None:
+def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
+            series_name: str | None, source_dir: Path | None, bundle: Path | None,
+            bundle_sha256: str | None, out_dir: Path, python: str | None,
+            isolation: bool | None, cmake_args: tuple[str, ...], configure_only: bool,
+            toolchain: str, cuda_major: str | None, platform_name: str | None,
+            manylinux: bool, manylinux_floor: str | None) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
-    kw = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
+    kw: dict[str, Any] = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
               target_platform=parse_platform(platform_name))
     warning = platform_warning(target_spec, kw["target_platform"])
     if warning:
@@ -89,6 +94,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, bundle, bun
         targets = parse_targets(target_spec, source=source_dir)
         source = source_dir
     else:
+        assert mlx_ref is not None  # exactly one source, checked above
         source, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
     if configure_only:
         configure(settings, source, targets, python=python, extra_cmake_args=cmake_args, **kw)

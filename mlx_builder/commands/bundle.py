@@ -9,6 +9,7 @@ import click
 from mlx_builder.commands.options import mlx_ref_option, series_option, target_spec_option
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
+from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.wheelbuild.targets import parse_targets
 
@@ -35,8 +36,10 @@ from mlx_builder.wheelbuild.targets import parse_targets
 @click.option("--python-version", "python_version", default=None,
               help="With --with-toolchain: the node's Python X.Y.Z (default: this one's).")
 @click.pass_obj
-def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refresh,
-            with_toolchain, platform_name, cuda_major, python_version) -> None:
+def command(settings: Settings, target_spec: str, mlx_ref: str | None, series_name: str | None,
+            source_dir: Path | None, out: Path, refresh: bool, with_toolchain: bool,
+            platform_name: str | None, cuda_major: str | None,
+            python_version: str | None) -> None:
     """Write patched MLX + every FetchContent dependency the target needs +
     build settings into one deterministic .tar.gz; build it anywhere with
     `mlx-builder build --from-bundle FILE` (no network needed)."""
@@ -45,6 +48,7 @@ def command(settings, target_spec, mlx_ref, series_name, source_dir, out, refres
     if source_dir:
         tree, targets = source_dir, parse_targets(target_spec, source=source_dir)
     else:
+        assert mlx_ref is not None  # exactly one source, checked above
         tree, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
     plan = plan_from_tree(settings, tree, targets, refresh=refresh)
     spec = None

@@ -8,6 +8,7 @@ import click
 
 from mlx_builder.commands.options import mlx_ref_option
 from mlx_builder.console import console
+from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.apply import checkout_clean
 
@@ -17,7 +18,7 @@ from mlx_builder.source.apply import checkout_clean
 @click.option("--dest", type=click.Path(path_type=Path), default=None,
               help="Work tree directory (default: <work dir>/<ref>-clean).")
 @click.pass_obj
-def command(settings, mlx_ref, dest) -> None:
+def command(settings: Settings, mlx_ref: str | None, dest: Path | None) -> None:
     """Clone or fetch the cached MLX mirror; with --mlx, a clean work tree."""
     repo = gitops.ensure_mirror(settings)
     console.print(f"mirror: {repo.common_dir}"

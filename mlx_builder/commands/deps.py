@@ -12,6 +12,7 @@ from rich.table import Table
 from mlx_builder.commands.options import json_flag, mlx_ref_option, series_option, target_spec_option
 from mlx_builder.console import console, print_table
 from mlx_builder.errors import DepsError
+from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild.bundle import prepare
 from mlx_builder.wheelbuild.deps import cache_path, needed, pin, resolve
 from mlx_builder.wheelbuild.targets import parse_targets
@@ -28,8 +29,9 @@ from mlx_builder.wheelbuild.targets import parse_targets
 @click.option("--refresh", is_flag=True, help="Refill cache entries that exist.")
 @json_flag()
 @click.pass_obj
-def command(settings, mlx_ref, series_name, source_dir, target_spec, list_only, refresh,
-            as_json) -> None:
+def command(settings: Settings, mlx_ref: str | None, series_name: str | None,
+            source_dir: Path | None, target_spec: str, list_only: bool, refresh: bool,
+            as_json: bool) -> None:
     """Read FetchContent_Declare from the tree's CMake files and fill the cache
     (<cache>/deps) from the upstream URLs, or from local sources named with
     MLX_BUILDER_DEP_<NAME>=PATH[@REF] / config [dep_sources]."""
@@ -38,6 +40,7 @@ def command(settings, mlx_ref, series_name, source_dir, target_spec, list_only, 
     if source_dir:
         path, targets = Path(source_dir), parse_targets(target_spec, source=source_dir)
     else:
+        assert mlx_ref is not None  # exactly one source, checked above
         tree, targets = prepare(settings, mlx_ref, target_spec, series_name=series_name)
         path = Path(tree.path)
     decls, _, _ = needed(path, targets)

@@ -15,11 +15,12 @@ from rich.table import Table
 from mlx_builder.commands.options import json_flag, python_option, target_spec_option
 from mlx_builder.console import console, print_table
 from mlx_builder.errors import ToolchainError
+from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild import buildenv as benv_mod
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, cross_target, host_platform, parse_platform
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, Platform, cross_target, host_platform, parse_platform
 from mlx_builder.wheelbuild.probe import Check
-from mlx_builder.wheelbuild.targets import parse_targets
-from mlx_builder.wheelbuild.toolchain import DEFAULT_BUILD_REQUIRES, check_toolchain, find_nvcc
+from mlx_builder.wheelbuild.targets import TargetSet, parse_targets
+from mlx_builder.wheelbuild.toolchain import DEFAULT_BUILD_REQUIRES, Toolchain, check_toolchain, find_nvcc
 
 # what a registry environment supplies itself (not looked for on the host
 # before it is made)
@@ -32,7 +33,8 @@ def default_target() -> str:
     return "cuda" if find_nvcc(os.environ) or shutil.which("nvcc") else "cpu"
 
 
-def plan_checks(settings, targets, python, mode, cuda_major, plat):
+def plan_checks(settings: Settings, targets: TargetSet, python: str | None, mode: str,
+                cuda_major: int | None, plat: Platform | None) -> Toolchain:
     """The checks a build of ``targets`` would make, with the toolchain line first."""
     cross = cross_target(plat) is not None
     if targets.backend != "cuda":
@@ -62,6 +64,7 @@ def plan_checks(settings, targets, python, mode, cuda_major, plat):
                        detail=f"system CUDA toolkit ({system_nvcc or 'no nvcc found'}): {why}")
         return check_toolchain(targets, python=python, build_requires=DEFAULT_BUILD_REQUIRES,
                                choice=choice)
+    assert spec is not None  # set on every path that reaches the registry choice
     pins = ", ".join(spec.cuda_host + spec.cuda_target)
     cached = benv_mod.cached_env(settings.cache_dir, spec)
     if cached is not None:
@@ -77,7 +80,7 @@ def plan_checks(settings, targets, python, mode, cuda_major, plat):
     return _host_checks(python, plat, choice)
 
 
-def _host_checks(python, plat, choice):
+def _host_checks(python: str | None, plat: Platform | None, choice: Check) -> Toolchain:
     """The choice line and what the host itself must have (compilers, BLAS,
     the target's Python headers); the rest comes with the registry environment."""
     host_only = check_toolchain(parse_targets("cpu"), python=python, platform_=plat,
@@ -99,8 +102,8 @@ def _host_checks(python, plat, choice):
               help="Target platform (linux-x86_64, linux-aarch64); default this host's.")
 @json_flag(help="Print the checks as JSON.")
 @click.pass_obj
-def command(settings, target_spec, python, toolchain, cuda_major, platform_name,
-            as_json) -> None:
+def command(settings: Settings, target_spec: str | None, python: str | None, toolchain: str,
+            cuda_major: str | None, platform_name: str | None, as_json: bool) -> None:
     """Check compilers, CUDA/cuDNN or Xcode, CMake, Ninja and the build Python,
     and say which CUDA toolchain a build will use and why."""
     targets = parse_targets(target_spec or ("cuda" if platform_name else default_target()))

@@ -6,7 +6,8 @@ import click
 
 from mlx_builder.commands.options import series_option
 from mlx_builder.console import console, err_console
-from mlx_builder.source.export import export_many
+from mlx_builder.settings import Settings
+from mlx_builder.source.export import ExportResult, export_many
 
 
 @click.command("export")
@@ -22,7 +23,8 @@ from mlx_builder.source.export import export_many
 @click.option("--check", is_flag=True,
               help="Write nothing; exit non-zero (20) if disk and branch differ.")
 @click.pass_obj
-def command(settings, series_names, sources, check) -> None:
+def command(settings: Settings, series_names: tuple[str, ...], sources: tuple[str, ...],
+            check: bool) -> None:
     """Write one `git format-patch` file per commit since the recorded base.
 
     Output is deterministic: no commit hashes, stats, signatures or numbering
@@ -40,7 +42,7 @@ def command(settings, series_names, sources, check) -> None:
         _report(result, check)
 
 
-def _report(result, check: bool) -> None:
+def _report(result: ExportResult, check: bool) -> None:
     for warning in result.warnings:
         err_console.print(f"warning: {warning}")
     verb = "up to date" if check else "exported"

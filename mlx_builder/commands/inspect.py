@@ -51,7 +51,7 @@ def describe_manifest(m: dict) -> list[str]:
 @click.command("inspect")
 @click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @json_flag(help="Print the raw manifest JSON.")
-def command(path, as_json) -> None:
+def command(path: Path, as_json: bool) -> None:
     """Print a wheel's mlx-builder manifest (or a bundle's bundle.json)."""
     if path.name.endswith((".tar.gz", ".tgz")):
         data = read_bundle_json(path)

@@ -14,6 +14,7 @@ from mlx_builder.commands.test import parse_env
 from mlx_builder.console import console, progress
 from mlx_builder.lists import comma_ints, comma_list
 from mlx_builder.process import StepRunner
+from mlx_builder.settings import Settings
 from mlx_builder.verify.routes import (
     CASE_TAG,
     DTYPES,
@@ -50,7 +51,9 @@ def _joined(values: tuple) -> str:
               help=f"Comma list of {', '.join(PROBE_MASKS)} (bool and additive are "
                    "array masks).")
 @click.pass_obj
-def command(settings, python, env_pairs, json_out, dims, dtypes, qlens, klens, masks) -> None:
+def command(settings: Settings, python: str | None, env_pairs: tuple[str, ...],
+            json_out: Path | None, dims: str, dtypes: str, qlens: str, klens: str,
+            masks: str) -> None:
     """Run one SDPA call per case (head dim x dtype x qL x kL x mask) in
     --python's MLX with the routing trace on and print which path each case
     took (cudnn, tiled, decode, vector, fallback) and why. Needs a CUDA GPU

@@ -9,6 +9,7 @@ import click
 from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
 from mlx_builder.console import print_table
 from mlx_builder.errors import PatchConflictError
+from mlx_builder.settings import Settings
 from mlx_builder.source.status import render_table, status_report, to_json
 
 
@@ -19,7 +20,8 @@ from mlx_builder.source.status import render_table, status_report, to_json
 @patch_target_option()
 @json_flag(help="Machine-readable output.")
 @click.pass_obj
-def command(settings, mlx_ref, series_name, target, as_json) -> None:
+def command(settings: Settings, mlx_ref: str | None, series_name: str | None, target: str,
+            as_json: bool) -> None:
     """Per patch: applies / conflicts (file:line) / already upstream.
 
     Exits non-zero (code 13) when any patch conflicts.

@@ -10,6 +10,7 @@ import click
 from mlx_builder.commands.options import python_option
 from mlx_builder.errors import ConfigError, WheelError
 from mlx_builder.lists import comma_list, known_items
+from mlx_builder.settings import Settings
 from mlx_builder.verify.testing import DEFAULT_PARTS, PART_KEYS, PINNED_MLX_LM, WheelTestOptions, run_wheel_tests
 
 
@@ -71,9 +72,12 @@ def newest_wheel(folder: Path) -> Path:
 @click.option("--pytest-arg", "pytest_args", multiple=True,
               help="Extra argument for every pytest run, e.g. -x or -k EXPR (repeatable).")
 @click.pass_obj
-def command(settings, wheel, python, venv_dir, reuse_venv, system_site_packages,
-            no_deps, wheelhouse, out_dir, parts, env_pairs, long_, upstream_commit,
-            upstream_tests, mlx_lm_version, pytest_args) -> None:
+def command(settings: Settings, wheel: Path | None, python: str, venv_dir: Path | None,
+            reuse_venv: bool, system_site_packages: bool, no_deps: bool,
+            wheelhouse: Path | None, out_dir: Path | None, parts: str | None,
+            env_pairs: tuple[str, ...], long_: bool, upstream_commit: str | None,
+            upstream_tests: Path | None, mlx_lm_version: str,
+            pytest_args: tuple[str, ...]) -> None:
     """Install WHEEL in a fresh venv and run upstream's SDPA tests, our SDPA
     suite, the memory checks, the mlx-lm end-to-end prefill and the greedy
     identity check; JUnit XML per part and a summary. Exit 21 on any failure;

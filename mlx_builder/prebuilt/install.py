@@ -31,7 +31,7 @@ import platform
 import re
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -374,7 +374,11 @@ def wheel_archs(manifest: Mapping[str, Any]) -> list[CudaArch]:
     return [parse_arch(a) for a in archs if str(a).strip()]
 
 
-def _version_filter(spec: str | None):
+# Whether a wheel's version and manifest match what --mlx asked for.
+Accepts = Callable[[Version, Mapping[str, Any]], bool]
+
+
+def _version_filter(spec: str | None) -> Accepts:
     if not spec:
         return lambda version, manifest: True
     try:
@@ -426,7 +430,7 @@ def _judge_cuda(cand: Candidate, manifest: Mapping[str, Any], host: Host) -> Non
     cand.reason = "; ".join(notes)
 
 
-def judge(cand: Candidate, host: Host, backend: str, accepts) -> None:
+def judge(cand: Candidate, host: Host, backend: str, accepts: Accepts) -> None:
     """Accept or reject one candidate, recording why."""
     entry = cand.entry
     try:

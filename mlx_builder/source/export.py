@@ -37,6 +37,7 @@ from mlx_builder.source.series import (
     parse_patch,
     parse_patch_text,
     strip_applies_to,
+    without_offsets,
     write_sums,
 )
 from mlx_builder.source.status import check_patches
@@ -145,6 +146,7 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
     prepared = [_export_one(settings, index, find_series(index, name), source)
                 for name, source in jobs]
     common = _agree_on_common(prepared)
+    prepared = [_settle_texts(job, common) for job in prepared]
     if not check:
         for job in prepared:
             _refuse_missing_common(job.series, job.exported, job.target)
@@ -164,7 +166,7 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
 
 
 def _export_one(settings: Settings, index: tuple[Series, ...], series: Series,
-                source: str):
+                source: str) -> _Job:
     tree_path, rev = find_tree(settings, series, source)
     tree = git.Repo(tree_path)
     head = gitops.rev_commit(tree, rev)
@@ -199,25 +201,99 @@ class _Job(NamedTuple):
 
 def _agree_on_common(prepared: list[_Job]
                      ) -> dict[str, tuple[PatchEntry, str, str]]:
-    """{common rel: (entry, text, series)}; raises when two trees differ."""
-    seen: dict[str, tuple[PatchEntry, str, str]] = {}
+    """{common rel: (entry, text, origin)}: the one text each common patch
+    gets, and the series whose tree gave it ("" for the file on disk).
+
+    The trees must agree about it but for offsets (without_offsets: trees of
+    different bases put its hunks at other lines). The file on disk is kept
+    when it is that change, so exports stay byte-stable whichever tree runs
+    them; otherwise the text of the first series the [[common]] entry names.
+    A text is taken only if it gives, in every tree, exactly the commit the
+    tree has: applied to the commit's parent, the same tree."""
+    users: dict[str, list[tuple[_Job, ExportedPatch]]] = {}
     for job in prepared:
-        series = job.series
         for patch in job.exported:
-            if patch.entry is None or not patch.entry.is_common:
-                continue
-            rel = patch.entry.rel
-            if rel in seen and seen[rel][1] != patch.text:
-                other = seen[rel][2]
+            if patch.entry is not None and patch.entry.is_common:
+                users.setdefault(patch.entry.rel, []).append((job, patch))
+    out: dict[str, tuple[PatchEntry, str, str]] = {}
+    for rel, found in users.items():
+        entry = found[0][1].entry
+        assert entry is not None
+        shape = without_offsets(found[0][1].text)
+        for job, patch in found[1:]:
+            if without_offsets(patch.text) != shape:
                 raise SeriesError(
-                    f"the trees of series {other} and {series.name} disagree "
-                    f"about {rel}",
-                    "a common patch is one file for every series that lists "
-                    "it: " + _first_difference(seen[rel][1], patch.text),
+                    f"the trees of series {found[0][0].series.name} and "
+                    f"{job.series.name} disagree about {rel}",
+                    "a common patch is one change for every series that lists "
+                    "it (its hunks may start at other lines): "
+                    + _first_difference(without_offsets(found[0][1].text),
+                                        without_offsets(patch.text)),
                     "make the commit the same in both trees (e.g. `git "
                     "cherry-pick` the change over), then export again")
-            seen.setdefault(rel, (patch.entry, patch.text, series.name))
-    return seen
+        order = {name: n for n, name in enumerate(entry.shared_by)}
+        found.sort(key=lambda jp: order.get(jp[0].series.name, len(order)))
+        candidates = [(job.series.name, patch.text) for job, patch in found]
+        disk = _read_text(entry.path)
+        if disk is not None and without_offsets(disk) == shape:
+            candidates.insert(0, ("", disk))
+        for origin, text in candidates:
+            if all(patch.text == text or _reproduces(job.tree, patch.commit, text)
+                   for job, patch in found):
+                out[rel] = (entry, text, origin)
+                break
+        else:
+            raise SeriesError(
+                f"{rel}: no one text of it gives the commit of every tree "
+                f"({', '.join(job.series.name for job, _ in found)})",
+                "its hunks apply at other places than the commits made them "
+                "in some tree (the context they carry is not unique there)",
+                "export the series one at a time, or give the patch more "
+                "context in the tree whose export differs")
+    return out
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return None
+
+
+def _reproduces(tree: Path, commit: str, text: str) -> bool:
+    """Whether ``text``, applied to ``commit``'s parent as `apply` does (no
+    3-way merge), gives exactly ``commit``'s tree."""
+    repo = git.Repo(tree)
+    parent = gitops.rev_commit(repo, f"{commit}^")
+    if parent is None:
+        return False
+    want = gitops.run_git(repo, "rev-parse", f"{commit}^{{tree}}").out.strip()
+    with tempfile.TemporaryDirectory(prefix="mlxb-offsets-") as tmp:
+        path = Path(tmp) / "change.patch"
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        with gitops.ScratchIndex(repo, parent) as idx:
+            return idx.apply(path).ok and idx.tree() == want
+
+
+def _settle_texts(job: _Job, common: dict[str, tuple[PatchEntry, str, str]]
+                  ) -> _Job:
+    """The job with each common patch's text replaced by the agreed one, and
+    each of its own patches' by the file on disk where that is the same
+    change but for offsets and still gives the commit (a tree of one target
+    lacks the other targets' patches, so the blob ids and lines it exports
+    can differ from the series' file)."""
+    exported = []
+    for patch in job.exported:
+        if patch.entry is not None and patch.entry.rel in common:
+            patch = dataclasses.replace(patch, text=common[patch.entry.rel][1])
+        elif patch.entry is not None:
+            disk = _read_text(patch.entry.path)
+            if (disk is not None and disk != patch.text
+                    and without_offsets(disk) == without_offsets(patch.text)
+                    and _reproduces(job.tree, patch.commit, disk)):
+                patch = dataclasses.replace(patch, text=disk)
+        exported.append(patch)
+    return job._replace(exported=exported)
 
 
 def _first_difference(a: str, b: str) -> str:
@@ -247,7 +323,9 @@ def _refuse_missing_common(series: Series, exported: list[ExportedPatch],
 def _check_shared(settings: Settings, index: tuple[Series, ...],
                   common: dict[str, tuple[PatchEntry, str, str]],
                   exported: set[str]) -> None:
-    """A changed common patch must apply to the series not exported now."""
+    """A changed common patch must apply to the series not exported now, as
+    it is (at an offset, but without a 3-way merge), after their patches
+    before it."""
     changed = {rel: (entry, text, by) for rel, (entry, text, by) in common.items()
                if not entry.path.exists()
                or entry.path.read_bytes() != text.encode("utf-8", "surrogateescape")}
@@ -266,7 +344,8 @@ def _check_shared(settings: Settings, index: tuple[Series, ...],
             commit = gitops.resolve_ref(repo, series.base).commit
             patches = [swapped.get(p.rel, p) for p in series.patches]
             bad = [st for st in check_patches(repo, commit, patches)
-                   if st.state == "conflicts"]
+                   if st.state == "conflicts"
+                   or (st.three_way and st.patch.rel in changed)]
             if bad:
                 rels = sorted(r for r in changed
                               if any(p.rel == r for p in series.patches))
@@ -274,7 +353,10 @@ def _check_shared(settings: Settings, index: tuple[Series, ...],
                     f"{', '.join(rels)} as exported from the tree of series "
                     f"{changed[rels[0]][2]} does not apply to series "
                     f"{series.name} at {series.base}: "
-                    + "; ".join(st.detail for st in bad) + "; nothing was written",
+                    + "; ".join(st.detail if st.state == "conflicts" else
+                                f"{st.patch.label} needs a 3-way merge"
+                                for st in bad)
+                    + "; nothing was written",
                     "a common patch is shared; every series that lists it "
                     "must take the new version",
                     f"fix it in a tree of {series.name} too and export both: "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git
+from rich.progress import Progress, TaskID
 
 from mlx_builder import signals
 from mlx_builder.console import err_console, progress
@@ -129,17 +130,19 @@ def is_local_repo(location: str) -> Path | None:
 class _RichGitProgress(git.RemoteProgress):
     """Feeds gitpython's fetch progress into a rich progress bar."""
 
-    def __init__(self, prog, task) -> None:
+    def __init__(self, prog: Progress, task: TaskID) -> None:
         super().__init__()
         self._prog, self._task = prog, task
 
-    def update(self, op_code, cur_count, max_count=None, message=""):
+    def update(self, op_code: int, cur_count: str | float, max_count: str | float | None = None,
+               message: str = "") -> None:
         stage = {self.COUNTING: "counting", self.COMPRESSING: "compressing",
                  self.RECEIVING: "receiving", self.RESOLVING: "resolving",
                  self.CHECKING_OUT: "checking out"}.get(
                      op_code & self.OP_MASK, "fetching")
         self._prog.update(self._task, description=f"mlx mirror: {stage}",
-                          completed=cur_count, total=max_count or None)
+                          completed=float(cur_count),
+                          total=float(max_count) if max_count else None)
 
 
 def _fetch(repo: git.Repo, what: str) -> None:
@@ -437,7 +440,7 @@ class ScratchIndex:
         self._git("read-tree", self.commit)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

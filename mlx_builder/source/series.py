@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -26,6 +27,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from mlx_builder.errors import SeriesError, TargetError
+
+if TYPE_CHECKING:
+    import git
+
+    from mlx_builder.source.gitops import ResolvedRef
 
 TARGETS = ("cuda", "metal", "all")
 BUILD_TARGETS = ("cuda", "metal", "cpu", "all")
@@ -197,7 +203,7 @@ def load_index(patches_dir: Path, *, verify: bool = True) -> tuple[Series, ...]:
     return out
 
 
-def _tables(value, where: str) -> list[Mapping]:
+def _tables(value: object, where: str) -> list[Mapping]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise SeriesError(f"{where}: expected an array of tables",
                           "", "write [[...]] tables")
@@ -216,7 +222,7 @@ def _series_name(index: Path, raw: Mapping) -> str:
     return name
 
 
-def _common(root: Path, index: Path, raw_list, series_names: list[str]
+def _common(root: Path, index: Path, raw_list: object, series_names: list[str]
             ) -> dict[str, PatchEntry]:
     out: dict[str, PatchEntry] = {}
     for raw in _tables(raw_list, f"{index}: common"):
@@ -380,7 +386,8 @@ def verify_sums(root: Path, patches: Iterable[PatchEntry]) -> None:
 
 
 def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
-    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest;
+    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest
+    but those whose file is gone (a patch moved to common/ or renamed);
     written atomically. Returns whether the file changed."""
     path = Path(root) / SUMS
     try:
@@ -389,7 +396,9 @@ def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
         if path.exists():
             raise
         sums = {}
-    merged = {**sums, **updates}
+    kept = {rel: digest for rel, digest in sums.items()
+            if (Path(root) / rel).is_file()}
+    merged = {**kept, **updates}
     if merged == sums and path.exists():
         return False
     text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
@@ -410,7 +419,7 @@ def find_series(index: Iterable[Series], name: str) -> Series:
                       "pass one of those to --series")
 
 
-def select_series(index: Iterable[Series], resolved, repo) -> Series:
+def select_series(index: Iterable[Series], resolved: ResolvedRef, repo: git.Repo) -> Series:
     """The series for a resolved ref.
 
     Release tags match by version specifier first; anything that descends
@@ -550,6 +559,21 @@ class PatchFile:
             if hunk.old_start == old_start:
                 return hunk
         return None
+
+
+# What differs between two exports of one change made on different bases:
+# where its hunks start, and the blob ids of the files before and after.
+_HUNK_START = re.compile(r"^@@ -\d+((?:,\d+)? \+)\d+((?:,\d+)? @@)", re.M)
+_INDEX_IDS = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+", re.M)
+
+
+def without_offsets(text: str) -> str:
+    """A patch's text with its hunks' start lines and its blob ids left out:
+    two exports of one change from trees of different bases are equal here
+    when only the lines around the change moved (``git apply`` finds such
+    hunks at an offset). Context lines, counts and every changed line stay."""
+    text = _INDEX_IDS.sub("index ..", text)
+    return _HUNK_START.sub(r"@@ -\1\2", text)
 
 
 _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")

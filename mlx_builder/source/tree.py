@@ -16,6 +16,7 @@ import ast
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,7 +99,7 @@ class _Unknown(Exception):
     pass
 
 
-def _value(node: ast.AST, env: dict):
+def _value(node: ast.AST, env: dict) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mlx_builder import process
 from mlx_builder.errors import ConfigError
@@ -50,19 +50,29 @@ class BenchConfig:
     # and waits once (device throughput), and reports the time per call.
     queue: int = 1
     torch_backends: tuple[str, ...] = TORCH_BACKENDS
+    # Linear layers (K, N): quantized_matmul beside the dense x @ W.T, at
+    # each of qmm_rows rows of x. None by default.
+    qmm_shapes: tuple[tuple[int, int], ...] = ()
+    qmm_rows: tuple[int, ...] = (1, 2048)
+    qmm_bits: int = 4
+    qmm_group: int = 64
 
     def cases(self) -> list[list[Any]]:
         out: list[list[Any]] = []
         for D in self.dims:
             out += [["prefill", D, L, L] for L in self.prefill_lengths]
             out += [["decode", D, self.decode_q, L] for L in self.decode_lengths]
+        for K, N in self.qmm_shapes:
+            for M in self.qmm_rows:
+                out += [["qmm", K, M, N], ["matmul", K, M, N]]
         return out
 
     def job(self, label: str, backends: Sequence[str] = ()) -> dict[str, Any]:
         return {"label": label, "cases": self.cases(), "heads": self.heads,
                 "kv_heads": self.kv_heads, "batch": self.batch, "dtype": self.dtype,
                 "warmup": self.warmup, "iters": self.iters, "queue": self.queue,
-                "backends": list(backends)}
+                "backends": list(backends), "qmm_bits": self.qmm_bits,
+                "qmm_group": self.qmm_group}
 
 
 @dataclass(frozen=True)
@@ -130,8 +140,9 @@ def run_worker(run: Run, config: BenchConfig, log: Path, *,
     return records, meta
 
 
-def _one_worker(run: Run, job: dict, fh, timeout: float,
-                on_record: Callable[[dict], None]):
+def _one_worker(run: Run, job: dict, fh: TextIO, timeout: float,
+                on_record: Callable[[dict], None]
+                ) -> tuple[list[dict], dict, list | None, int]:
     """(records, meta, case in flight when it stopped, exit code)."""
     import os
     cmd = [run.python, str(run.script), json.dumps(job)]
@@ -227,6 +238,36 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def linear_section(result: Mapping[str, Any]) -> list[str]:
+    """The linear-layer table: per (K → N, M) and run, quantized_matmul and
+    x @ W.T as TFLOP/s / GB/s of weights read; runs without any linear
+    result (torch's SDPA backends) are left out."""
+    cfg = result["config"]
+    recs = [r for r in result["records"] if r["mode"] in ("qmm", "matmul")]
+    cols = list(dict.fromkeys(column(r) for r in recs if r["status"] == "ok"))
+    if not cols:
+        return []
+    index = {(column(r), r["mode"], r["D"], r["qL"], r["kL"]): r for r in recs}
+
+    def cell(rec: Mapping[str, Any] | None) -> str:
+        if rec is None or rec["status"] != "ok":
+            return _cell(rec, "linear")
+        return f"{_num(rec['tflops'])} / {_num(rec['tbps'] * 1e3)}"
+
+    lines = [f"## Linear layers, {cfg['qmm_bits']}-bit group {cfg['qmm_group']}: "
+             "TFLOP/s (2·M·N·K) / GB/s of weights read", "",
+             "| " + " | ".join(["K → N", "M", *(f"{c} {m}" for c in cols
+                                                for m in ("qmm", "matmul"))]) + " |",
+             "|" + "---|" * (2 * len(cols) + 2)]
+    for K, N in cfg["qmm_shapes"]:
+        for M in cfg["qmm_rows"]:
+            cells = [cell(index.get((c, m, K, M, N))) for c in cols
+                     for m in ("qmm", "matmul")]
+            lines.append("| " + " | ".join([f"{K} → {N}", str(M), *cells]) + " |")
+    lines.append("")
+    return lines
+
+
 def markdown_report(result: Mapping[str, Any]) -> str:
     device, versions = device_and_versions(result)
     cfg = result["config"]
@@ -264,6 +305,7 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             cells = [f"{by[(c, L)]:.2f}" if (c, L) in by else "—" for c in ratios]
             lines.append("| " + " | ".join([f"{L:,}".replace(",", " "), *cells]) + " |")
         lines.append("")
+    lines += linear_section(result)
     lines += ["OOM: out of memory (longer lengths then skipped: (OOM)); n/a: the "
               "backend has no kernel for the shape; crash: the worker died. Torch "
               "rows that could not use GQA read expanded K/V (see kv_heads_read in "
@@ -303,6 +345,27 @@ class BenchOptions:
     no_deps: bool = False
     reuse_venv: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+
+
+# gemma-4 31B's linear layers (K, N): q (sliding, global), kv (sliding),
+# o, MLP gate+up and down.
+QMM_PRESETS = {"gemma4-31b": ((5376, 8192), (5376, 16384), (5376, 4096),
+                              (8192, 5376), (5376, 43008), (21504, 5376))}
+
+
+def parse_qmm_shapes(text: str) -> tuple[tuple[int, int], ...]:
+    """``K:N[,K:N...]`` or a preset name (QMM_PRESETS); empty: none."""
+    text = text.strip()
+    if text in QMM_PRESETS:
+        return QMM_PRESETS[text]
+    shapes = []
+    for item in comma_list(text):
+        k, sep, n = item.partition(":")
+        if not sep or not k.strip().isdigit() or not n.strip().isdigit():
+            raise ValueError(f"qmm shape {item!r} is not K:N (or one of "
+                             f"{', '.join(QMM_PRESETS)})")
+        shapes.append((int(k), int(n)))
+    return tuple(shapes)
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:

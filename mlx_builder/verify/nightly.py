@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import git
 
@@ -40,7 +40,10 @@ from mlx_builder.source import gitops
 from mlx_builder.source.apply import prepare_tree
 from mlx_builder.source.series import PatchEntry, Series, load_index, parse_patch, select_series
 from mlx_builder.source.status import PatchStatus, series_status
-from mlx_builder.wheelbuild.targets import parse_targets
+from mlx_builder.wheelbuild.targets import TargetSet, parse_targets
+
+if TYPE_CHECKING:
+    from mlx_builder.prebuilt.install import Host
 
 REPORT_JSON = "nightly.json"
 REPORT_MD = "nightly.md"
@@ -176,12 +179,14 @@ def three_way_probe(repo: git.Repo, commit: str, before: Sequence[PatchStatus],
                                                         else "git apply failed")
 
 
-def _refresh_note(st: PatchStatus, probe=None) -> str:
+def _refresh_note(st: PatchStatus,
+                  probe: tuple[bool, list[tuple[str, int]], str] | None = None) -> str:
     if st.state == "upstream":
         return "drop or mark merged: " + (st.detail or "already upstream")
     if st.state == "applies":
         return ("stale: applies only through a 3-way merge; refresh it "
                 "(apply + export)" if st.three_way else "not needed")
+    assert probe is not None, "a conflicting patch always comes with its 3-way probe"
     clean, markers, message = probe
     if clean:
         return f"refresh fixes it: {message}"
@@ -299,7 +304,7 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
     return result
 
 
-def why_not_here(tset, host) -> str | None:
+def why_not_here(tset: TargetSet, host: Host) -> str | None:
     """Why a wheel for ``tset`` cannot be tested on ``host`` (None: it can)."""
     from mlx_builder.prebuilt.install import parse_arch
     if tset.backend == "cpu":
@@ -314,7 +319,7 @@ def why_not_here(tset, host) -> str | None:
     return None
 
 
-def _run_tests(settings: Settings, wheel: Path, tset,
+def _run_tests(settings: Settings, wheel: Path, tset: TargetSet,
                out_dir: Path) -> tuple[str, bool | None]:
     """`mlx-builder test` on the wheel when a GPU here runs it."""
     from mlx_builder.prebuilt.install import detect_host

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 FIGURES = (
@@ -26,7 +27,7 @@ class PlotsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _matplotlib():
+def _matplotlib() -> ModuleType:
     try:
         import matplotlib
     except ImportError:
@@ -62,49 +63,75 @@ def series(result: Mapping[str, Any], mode: str, D: int,
 
 def make_plots(result: Mapping[str, Any], out_dir: Path) -> list[Path]:
     """Write the figures that have data; their paths."""
-    from mlx_builder.verify.benchdata import device_and_versions
     plt = _matplotlib()
-    from matplotlib import ticker
-    device, versions = device_and_versions(result)
-    dims = result["config"]["dims"]
     written = []
     for name, mode, metric, ylabel, logy in FIGURES:
-        panels = [(D, series(result, mode, D, metric)) for D in dims]
-        panels = [(D, s) for D, s in panels if s]
-        if not panels:
-            continue
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6),
-                                 squeeze=False)
-        for ax, (D, lines) in zip(axes[0], panels):
-            notes, plotted = [], False
-            for label, (xs, ys, missing) in lines.items():
-                if xs:
-                    ax.plot(xs, ys, marker="o", label=label)
-                    plotted = True
-                notes += [f"{label}: {m}" for m in missing]
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(ticker.FuncFormatter(_length_label))
-            if logy:
-                ax.set_yscale("log")
-            ax.set_xlabel("sequence length L" if mode == "prefill" else "kv length kL")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"head_dim {D}")
-            ax.grid(True, which="both", alpha=0.3)
-            if plotted:
-                ax.legend(fontsize=8)
-            if notes:
-                ax.text(0.0, -0.22, "\n".join(notes[:6]), transform=ax.transAxes,
-                        fontsize=7, va="top")
-        cfg = result["config"]
-        fig.suptitle(f"{mode} SDPA on {device} — {cfg['dtype']}, {cfg['heads']}/"
-                     f"{cfg['kv_heads']} heads\n{versions}", fontsize=10)
-        fig.tight_layout()
         path = out_dir / name
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+        if _panels_figure(plt, result, mode, metric, ylabel, logy, path):
+            written.append(path)
+    from matplotlib import ticker
+
+    from mlx_builder.verify.benchdata import device_and_versions
+    device, versions = device_and_versions(result)
     speedup = _speedup_figure(plt, ticker, result, out_dir, device, versions)
     return written + ([speedup] if speedup else [])
+
+
+def prefill_figure(result: Mapping[str, Any], path: Path) -> bool:
+    """The prefill TFLOP/s figure alone, small (the performance page's
+    picture of a GPU). False when the result has no prefill figures."""
+    plt = _matplotlib()
+    return _panels_figure(plt, result, "prefill", "tflops", "TFLOP/s (causal)", False,
+                          path, panel_size=(3.6, 3.0), dpi=64, brief=True)
+
+
+def _panels_figure(plt: Any, result: Mapping[str, Any], mode: str, metric: str,
+                   ylabel: str, logy: bool, path: Path, *,
+                   panel_size: tuple[float, float] = (5.2, 4.6), dpi: int = 110,
+                   brief: bool = False) -> bool:
+    """One panel per head dim with data, one line per implementation;
+    ``brief``: without the versions and the list of missing points (the
+    page around the figure gives them)."""
+    from matplotlib import ticker
+
+    from mlx_builder.verify.benchdata import device_and_versions
+    device, versions = device_and_versions(result)
+    panels = [(D, series(result, mode, D, metric)) for D in result["config"]["dims"]]
+    panels = [(D, s) for D, s in panels if s]
+    if not panels:
+        return False
+    # one colour per implementation in every panel
+    colour = {label: f"C{i}" for i, label in enumerate(
+        dict.fromkeys(label for _, lines in panels for label in lines))}
+    fig, axes = plt.subplots(1, len(panels), squeeze=False,
+                             figsize=(panel_size[0] * len(panels), panel_size[1]))
+    for ax, (D, lines) in zip(axes[0], panels):
+        notes, plotted = [], False
+        for label, (xs, ys, missing) in lines.items():
+            if xs:
+                ax.plot(xs, ys, marker="o", label=label, color=colour[label])
+                plotted = True
+            notes += [f"{label}: {m}" for m in missing]
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_length_label))
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("sequence length L" if mode == "prefill" else "kv length kL")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"head_dim {D}")
+        ax.grid(True, which="both", alpha=0.3)
+        if plotted:
+            ax.legend(fontsize=8)
+        if notes and not brief:
+            ax.text(0.0, -0.22, "\n".join(notes[:6]), transform=ax.transAxes,
+                    fontsize=7, va="top")
+    cfg = result["config"]
+    title = f"{mode} SDPA on {device} — {cfg['dtype']}, {cfg['heads']}/{cfg['kv_heads']} heads"
+    fig.suptitle(title if brief else f"{title}\n{versions}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return True
 
 
 def _speedup_figure(plt: Any, ticker: Any, result: Mapping[str, Any], out_dir: Path,

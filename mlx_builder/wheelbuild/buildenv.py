@@ -34,7 +34,7 @@ import platform as _platform
 import re
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -429,7 +429,7 @@ def _versions(spec: EnvSpec) -> dict[str, str]:
 
 
 def provision(cache_dir: Path, spec: EnvSpec, runner: StepRunner, *, offline: bool = False,
-              wheelhouse: Path | None = None, say=print) -> BuildEnv:
+              wheelhouse: Path | None = None, say: Callable[[str], None] = print) -> BuildEnv:
     """The cached environment for ``spec``, made first when missing."""
     base = Path(cache_dir) / "buildenv"
     base.mkdir(parents=True, exist_ok=True)
@@ -452,7 +452,7 @@ def provision(cache_dir: Path, spec: EnvSpec, runner: StepRunner, *, offline: bo
 
 
 def _make(root: Path, spec: EnvSpec, runner: StepRunner, offline: bool,
-          wheelhouse: Path | None, say) -> BuildEnv:
+          wheelhouse: Path | None, say: Callable[[str], None]) -> BuildEnv:
     say(f"making the CUDA {spec.cuda_major} build environment for {spec.target.name} "
         f"from registry packages in {root} (once; cached by its pins)")
     root.mkdir(parents=True)

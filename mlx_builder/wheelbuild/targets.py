@@ -152,7 +152,7 @@ def _archs_from_setup(setup_py: Path) -> dict[str, tuple[str, ...]] | None:
         return None
     out: dict[str, list[str]] = {}
 
-    def strings(node) -> list[str] | None:
+    def strings(node: ast.AST) -> list[str] | None:
         if isinstance(node, ast.Call) and node.args:   # ";".join((...))
             node = node.args[0]
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -161,7 +161,7 @@ def _archs_from_setup(setup_py: Path) -> dict[str, tuple[str, ...]] | None:
             return vals if len(vals) == len(node.elts) else None
         return None
 
-    def visit(node, guard: str) -> None:
+    def visit(node: ast.AST, guard: str) -> None:
         for child in ast.iter_child_nodes(node):
             g = guard
             if isinstance(child, ast.If):

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
+from rich.progress import Progress, TaskID
 
 from mlx_builder import locks, process
 from mlx_builder.console import console, err_console, progress
@@ -237,7 +238,7 @@ def build_env(settings: Settings, plan: SourcePlan, tc: Toolchain,
 class Tracker:
     """Feeds build output lines to a progress bar: Ninja's [n/N] or make's [ p%]."""
 
-    def __init__(self, prog, task) -> None:
+    def __init__(self, prog: Progress, task: TaskID) -> None:
         self.prog, self.task = prog, task
         self.done = self.total = 0
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import git as gitpython
 import pytest
-from gitfixture import git, tree_digest
+from gitfixture import PatchSpec, git, tree_digest
 
 from mlx_builder.errors import SeriesError, StaleExportError
 from mlx_builder.source.apply import prepare_tree
 from mlx_builder.source.export import export_many, export_series
-from mlx_builder.source.series import load_index
+from mlx_builder.source.gitops import format_patch
+from mlx_builder.source.series import load_index, strip_applies_to, without_offsets
 
 
 def _snapshot(directory):
@@ -199,3 +201,153 @@ def test_export_repairs_its_own_files_and_sums(upstream, tree):
     assert result.stale == ("0010-chunked-sdpa-fallback.patch",)
     assert patch.read_bytes() == good
     load_index(upstream.patches_dir)
+
+
+# ---------------------------------------------------------------- offsets
+
+CHUNKED = "0010-chunked-sdpa-fallback.patch"
+TARGETS = ("cuda", "metal", "cpu")
+
+
+@pytest.fixture
+def offsets(upstream):
+    """Series v0.2 and v0.3 whose 0010 is the same change but for where its
+    hunk starts (v0.3.0 has two more lines above it) and its blob ids."""
+    upstream.commit({"mlx/attention.cpp": ("attention_line_1 = 1;\n",
+                                           "attention_line_1 = 1;\nextra_a();\n"
+                                           "extra_b();\n"),
+                     "mlx/version.h": ("MINOR 2", "MINOR 3")},
+                    "release 0.3.0", tag="v0.3.0", branch="release-0.3")
+    upstream.add_series("v0.3", "v0.3.0", ">=0.3.0,<0.4")
+    return upstream
+
+
+def _tree_ids(settings, root):
+    """{(series, target): HEAD^{tree}} of v0.2 and v0.3 applied per target."""
+    ids = {}
+    for ref, name in (("0.2.0", "v0.2"), ("0.3.0", "v0.3")):
+        for target in TARGETS:
+            tree = prepare_tree(settings, ref, target=target,
+                                dest=root / f"{name}-{target}")
+            ids[name, target] = git(tree.path, "rev-parse", "HEAD^{tree}")
+    return ids
+
+
+def _amend_chunked(tree_path, new):
+    """Change the 0010 commit (second of three) of a tree's branch."""
+    git(tree_path, "checkout", "-q", "HEAD~1")
+    path = tree_path / "mlx/attention.cpp"
+    path.write_text(path.read_text().replace("chunked(20)", new))
+    git(tree_path, "commit", "-q", "-a", "--amend", "--no-edit")
+    git(tree_path, "cherry-pick", "mlx-builder/" + git(
+        tree_path, "config", "mlx-builder.series"))
+    git(tree_path, "branch", "-f", "mlx-builder/" + git(
+        tree_path, "config", "mlx-builder.series"), "HEAD")
+    git(tree_path, "checkout", "-q", "mlx-builder/" + git(
+        tree_path, "config", "mlx-builder.series"))
+
+
+def test_patch_shared_at_offsets_gives_the_same_trees(offsets, tmp_path):
+    v02 = (offsets.patches_dir / "v0.2" / CHUNKED).read_text()
+    v03 = (offsets.patches_dir / "v0.3" / CHUNKED).read_text()
+    assert v02 != v03 and without_offsets(v02) == without_offsets(v03)
+    before = _tree_ids(offsets.settings(), tmp_path / "before")
+    offsets.share(CHUNKED, ["v0.2", "v0.3"])
+    assert not (offsets.patches_dir / "v0.3" / CHUNKED).exists()
+    assert _tree_ids(offsets.settings(), tmp_path / "after") == before
+
+
+def test_export_keeps_a_patch_shared_at_offsets(offsets, tmp_path):
+    offsets.share(CHUNKED, ["v0.2", "v0.3"])
+    settings = offsets.settings()
+    jobs = [(name, str(prepare_tree(settings, ref, dest=tmp_path / name).path))
+            for name, ref in (("v0.2", "0.2.0"), ("v0.3", "0.3.0"))]
+    before = tree_digest(offsets.patches_dir)
+    for job in jobs:
+        assert export_many(settings, [job], check=True)[0].clean
+    results = export_many(settings, jobs)
+    assert [r.written for r in results] == [(), ()]
+    assert f"common/{CHUNKED}" in results[1].unchanged
+    assert export_series(settings, "v0.3", jobs[1][1]).written == ()
+    assert tree_digest(offsets.patches_dir) == before
+
+
+def test_shared_patch_changed_in_one_tree_keeps_the_other_clean(offsets,
+                                                                tmp_path):
+    offsets.share(CHUNKED, ["v0.2", "v0.3"])
+    settings = offsets.settings()
+    t2 = prepare_tree(settings, "0.2.0", dest=tmp_path / "t2").path
+    t3 = prepare_tree(settings, "0.3.0", dest=tmp_path / "t3").path
+    _amend_chunked(t3, "chunked(20, 512)")
+    # written from v0.3's tree, at its lines, after the check that v0.2's
+    # base takes it as it is
+    assert export_series(settings, "v0.3", str(t3)).written == (f"common/{CHUNKED}",)
+    text = (offsets.patches_dir / "common" / CHUNKED).read_text()
+    assert "+attention_line_20 = chunked(20, 512);" in text
+    with pytest.raises(StaleExportError, match=f"stale: common/{CHUNKED}"):
+        export_series(settings, "v0.2", str(t2), check=True)
+    # the same change in v0.2's tree exports at other lines: kept as it is
+    _amend_chunked(t2, "chunked(20, 512)")
+    before = tree_digest(offsets.patches_dir)
+    assert export_series(settings, "v0.2", str(t2), check=True).clean
+    assert export_series(settings, "v0.2", str(t2)).written == ()
+    assert tree_digest(offsets.patches_dir) == before
+
+
+def test_trees_that_differ_beyond_offsets_disagree(offsets, tmp_path):
+    offsets.share(CHUNKED, ["v0.2", "v0.3"])
+    settings = offsets.settings()
+    t2 = prepare_tree(settings, "0.2.0", dest=tmp_path / "t2").path
+    t3 = prepare_tree(settings, "0.3.0", dest=tmp_path / "t3").path
+    _amend_chunked(t3, "chunked(20, 512)")
+    before = tree_digest(offsets.patches_dir)
+    with pytest.raises(SeriesError, match=f"disagree about common/{CHUNKED}"):
+        export_many(settings, [("v0.2", str(t2)), ("v0.3", str(t3))])
+    assert tree_digest(offsets.patches_dir) == before
+
+
+def test_shared_text_that_lands_elsewhere_in_a_tree_is_not_kept(upstream,
+                                                                tmp_path):
+    """v0.3.0 has a copy of the lines around 0010's hunk above them, and its
+    0010 changes that copy. v0.2's text is the same but for offsets, yet
+    applied there it would change the other copy: another commit."""
+    block = "".join(f"attention_line_{i} = {i};\n" for i in range(16, 24))
+    upstream.commit({"mlx/attention.cpp": ("attention_line_1 = 1;\n",
+                                           "attention_line_1 = 1;\n" + block),
+                     "mlx/version.h": ("MINOR 2", "MINOR 3")},
+                    "release 0.3.0", tag="v0.3.0", branch="release-0.3")
+    upstream.add_series("v0.3", "v0.3.0", ">=0.3.0,<0.4")
+    settings = upstream.settings()
+    t3 = str(prepare_tree(settings, "0.3.0", dest=tmp_path / "t3").path)
+    upstream.share(CHUNKED, ["v0.2", "v0.3"])          # v0.2's text
+    with pytest.raises(StaleExportError, match=f"stale: common/{CHUNKED}"):
+        export_series(settings, "v0.3", t3, check=True)
+    t2 = str(prepare_tree(settings, "0.2.0", dest=tmp_path / "t2").path)
+    jobs = [("v0.2", t2), ("v0.3", t3)]
+    export_many(settings, jobs)
+    # v0.3's text, which gives the commit of both trees, is the one written
+    text = (upstream.patches_dir / "common" / CHUNKED).read_text()
+    assert "\n@@ -3,7 +3,7 @@ attention_line_16 = 16;\n" in text
+    assert all(r.clean for r in export_many(settings, jobs, check=True))
+
+
+def test_tree_of_one_target_exports_the_series_files(upstream, tmp_path):
+    """A cpu tree lacks the metal patch before 0010, so git exports 0010 with
+    other blob ids; the series' file still gives its commit and is kept."""
+    upstream.add_series("mixed", "v0.1.0", ">=0.1.5,<0.1.6", [
+        PatchSpec("0001-metal-side.patch", "metal", "metal side",
+                  {"mlx/attention.cpp": ("attention_line_5 = 5;",
+                                         "attention_line_5 = metal(5);")}),
+        PatchSpec("0010-all-side.patch", "all", "all side",
+                  {"mlx/attention.cpp": ("attention_line_30 = 30;",
+                                         "attention_line_30 = all(30);")})])
+    tree = prepare_tree(upstream.settings(), "v0.1.0", series_name="mixed",
+                        target="cpu", dest=tmp_path / "cpu")
+    own = (upstream.patches_dir / "mixed" / "0010-all-side.patch").read_text()
+    exported = strip_applies_to(format_patch(gitpython.Repo(tree.path), "HEAD")[1])
+    assert exported != own and without_offsets(exported) == without_offsets(own)
+    before = tree_digest(upstream.patches_dir)
+    assert export_series(upstream.settings(), "mixed", str(tree.path),
+                         check=True).clean
+    assert export_series(upstream.settings(), "mixed", str(tree.path)).written == ()
+    assert tree_digest(upstream.patches_dir) == before

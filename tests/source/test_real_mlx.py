@@ -1,5 +1,6 @@
 """Against a real MLX checkout: every series applies to its base and its
-versions, and the status table prints.
+versions, its common patches without a 3-way merge, each target's tree
+exports back to the files on disk, and the status table prints.
 
 Needs MLX_BUILDER_MLX_REPO (a local MLX clone or bare mirror); skipped with
 a reason otherwise. Uses the project's own patches/index.toml.
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.apply import prepare_tree
+from mlx_builder.source.export import export_series
 from mlx_builder.source.series import load_index
 from mlx_builder.source.status import check_patches
 
@@ -107,3 +109,24 @@ def test_status_prints_every_series(mlx, settings):
                          capture_output=True)
     data = json.loads(res.stdout)
     assert {r["series"] for r in data["reports"]} == {s.name for s in SERIES}
+
+
+@pytest.mark.parametrize("series", SERIES, ids=[s.name for s in SERIES])
+def test_common_patches_apply_as_they_are_at_the_base(mlx, series):
+    """A patch shared at other lines applies at an offset, never through a
+    3-way merge, at the base of every series that lists it."""
+    base = gitops.resolve_ref(mlx, series.base).commit
+    merged = [st.patch.label for st in check_patches(mlx, base, series.patches)
+              if st.patch.is_common and st.three_way]
+    assert merged == []
+
+
+@pytest.mark.parametrize("target", ["cuda", "metal", "cpu"])
+@pytest.mark.parametrize("series", SERIES, ids=[s.name for s in SERIES])
+def test_each_target_tree_exports_the_files_on_disk(mlx, series, target, settings):
+    """Applied for one target at its base, a series exports back to exactly
+    the files in patches/ (export --check), common ones included."""
+    tree = prepare_tree(settings, series.base, series_name=series.name,
+                        target=target)
+    result = export_series(settings, series.name, str(tree.path), check=True)
+    assert result.clean and result.written == ()

@@ -23,6 +23,7 @@ from mlx_builder.source.series import (
     select_series,
     strip_applies_to,
     with_applies_to,
+    without_offsets,
     write_sums,
 )
 
@@ -331,6 +332,42 @@ def test_write_sums_keeps_other_lines(upstream):
     after = sums.read_text().splitlines()
     assert set(after) == set(before) | {"a" * 64 + "  v0.1/0099-new.patch"}
     assert after == sorted(after, key=lambda ln: ln.split("  ")[1])
+
+
+def test_write_sums_drops_lines_of_files_that_are_gone(upstream):
+    sums = upstream.patches_dir / "SHA256SUMS"
+    gone = "v0.1/0001-metal-steel-attention-bd256.patch"
+    (upstream.patches_dir / gone).unlink()
+    assert gone in sums.read_text()
+    assert write_sums(upstream.patches_dir, {})
+    assert gone not in sums.read_text()
+    assert "v0.2/0001-metal-steel-attention-bd256.patch" in sums.read_text()
+
+
+OFFSET_PATCH = """diff --git a/f.c b/f.c
+index 1111111..2222222 100644
+--- a/f.c
++++ b/f.c
+@@ -10,3 +10,3 @@ int f(void)
+ a;
+-b;
++c;
+ d;
+"""
+
+
+@pytest.mark.parametrize("other, same", [
+    (OFFSET_PATCH, True),
+    (OFFSET_PATCH.replace("-10,3 +10,3", "-42,3 +44,3"), True),
+    (OFFSET_PATCH.replace("1111111..2222222", "3333333..4444444"), True),
+    (OFFSET_PATCH.replace(" a;", " z;"), False),            # context
+    (OFFSET_PATCH.replace("+c;", "+e;"), False),            # the change
+    (OFFSET_PATCH.replace("-10,3 +10,3", "-10,4 +10,4"), False),   # counts
+    (OFFSET_PATCH.replace("int f(void)", "int g(void)"), False),   # heading
+    (OFFSET_PATCH.replace("100644", "100755"), False),      # mode
+])
+def test_without_offsets_ignores_only_start_lines_and_blob_ids(other, same):
+    assert (without_offsets(other) == without_offsets(OFFSET_PATCH)) is same
 
 
 # ---------------------------------------------------------------- Applies-To

@@ -106,3 +106,17 @@ def test_report_one_ref(upstream):
     [report] = status_report(upstream.settings(), "0.2.0", target="metal")
     assert report.series.name == "v0.2"
     assert [s.patch.target for s in report.statuses] == ["metal", "all"]
+
+
+def test_patch_shared_at_offsets_applies_as_is_at_each_base(upstream):
+    """0010 of v0.1 shared with a series whose base has two more lines above
+    its hunk: it applies there at an offset, without a 3-way merge."""
+    upstream.commit({"mlx/attention.cpp": ("attention_line_1 = 1;\n",
+                                           "attention_line_1 = 1;\nextra();\n"
+                                           "extra();\n")},
+                    "shifted", tag="v0.1.1", branch="v0.1-fixes")
+    upstream.add_series("v0.1.1", "v0.1.1", ">=0.1.1,<0.1.2")
+    upstream.share("0010-chunked-sdpa-fallback.patch", ["v0.1", "v0.1.1"])
+    for series, base in (("v0.1", "v0.1.0"), ("v0.1.1", "v0.1.1")):
+        states = _states(upstream, upstream.commits[base], series=series)
+        assert [(s.state, s.three_way) for s in states] == [("applies", False)] * 3

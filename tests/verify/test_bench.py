@@ -27,6 +27,30 @@ def test_config_cases_and_job():
     json.dumps(job)
 
 
+def test_linear_cases_follow_the_sdpa_ones_and_reach_the_job():
+    config = bench.BenchConfig(dims=(64,), prefill_lengths=(128,), decode_lengths=(),
+                               qmm_shapes=((5376, 8192), (8192, 5376)), qmm_rows=(1, 2048),
+                               qmm_bits=8, qmm_group=32)
+    assert config.cases() == [["prefill", 64, 128, 128],
+                              ["qmm", 5376, 1, 8192], ["matmul", 5376, 1, 8192],
+                              ["qmm", 5376, 2048, 8192], ["matmul", 5376, 2048, 8192],
+                              ["qmm", 8192, 1, 5376], ["matmul", 8192, 1, 5376],
+                              ["qmm", 8192, 2048, 5376], ["matmul", 8192, 2048, 5376]]
+    job = config.job("patched")
+    assert job["qmm_bits"] == 8 and job["qmm_group"] == 32
+    assert bench.BenchConfig().qmm_shapes == ()  # none unless asked for
+
+
+def test_parse_qmm_shapes():
+    assert bench.parse_qmm_shapes("5376:8192, 21504:5376") == ((5376, 8192), (21504, 5376))
+    assert bench.parse_qmm_shapes("gemma4-31b") == bench.QMM_PRESETS["gemma4-31b"]
+    assert len(bench.parse_qmm_shapes("gemma4-31b")) == 6
+    assert bench.parse_qmm_shapes("") == ()
+    for bad in ("5376", "5376:x", "a:b", "llama"):
+        with pytest.raises(ValueError, match="K:N"):
+            bench.parse_qmm_shapes(bad)
+
+
 def test_parse_variant():
     assert bench.parse_variant("fallback:MLX_CUDA_SDPA_TILED=0") == (
         "fallback", {"MLX_CUDA_SDPA_TILED": "0"})
@@ -46,6 +70,17 @@ def test_metrics_formulas():
     d = _common.metrics(job, "decode", 256, 1, 131072, 0.72, 16)
     assert d["tbps"] == pytest.approx(2 * 16 * 131072 * 256 * 2 / 0.72e-3 / 1e12)
     assert d["tflops"] is None and m["tbps"] is None
+
+
+def test_linear_metrics_count_the_weights_once():
+    job = {"dtype": "bfloat16", "qmm_bits": 4, "qmm_group": 64}
+    # 2048 x 5376 -> 43008 at 2 ms; 4-bit weights with bf16 scales and biases
+    q = _common.metrics(job, "qmm", 5376, 2048, 43008, 2.0, 0)
+    assert q["tflops"] == pytest.approx(2 * 2048 * 43008 * 5376 / 2e-3 / 1e12)
+    wbytes = 43008 * 5376 / 2 + 2 * 43008 * (5376 // 64) * 2
+    assert q["tbps"] == pytest.approx(wbytes / 2e-3 / 1e12)
+    d = _common.metrics(job, "matmul", 5376, 1, 43008, 0.5, 0)
+    assert d["tbps"] == pytest.approx(43008 * 5376 * 2 / 0.5e-3 / 1e12)
 
 
 def test_classify_and_median():
@@ -219,6 +254,17 @@ class _A:
         _live[0] += a.nbytes
     def __del__(self): _live[0] -= self.a.nbytes
     def astype(self, dt): return _A(self.a.astype(np.float16))
+    def __mul__(self, c): return _A(self.a * c)
+    def __matmul__(self, o): return _A(self.a @ o.a)
+    @property
+    def T(self): return _A(self.a.T)
+def quantize(w, *, group_size, bits):
+    n, k = w.a.shape
+    g = np.zeros((n, k // group_size), np.float16)
+    return _A(np.zeros((n, k * bits // 32), np.uint32)), _A(g), _A(g.copy())
+def quantized_matmul(x, wq, s, b, *, transpose, group_size, bits):
+    assert transpose
+    return _A(x.a @ np.repeat(s.a, group_size, axis=1).T)
 class _No:
     @staticmethod
     def is_available(): return False
@@ -267,6 +313,48 @@ def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
     assert [r["status"] for r in queued] == ["ok"] * 3
     q64 = next(r for r in queued if r["mode"] == "prefill" and r["kL"] == 64)
     assert q64["peak_gib"] == prefill64["peak_gib"]  # from one call, not the queue
+
+
+def test_real_mlx_worker_times_the_linear_layers(tmp_path):
+    pkg = tmp_path / "fake" / "mlx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text(FAKE_MLX)
+    config = bench.BenchConfig(dims=(), qmm_shapes=((128, 48),), qmm_rows=(1, 3),
+                               warmup=0, iters=1)
+    run = bench.Run("patched", "mlx", sys.executable,
+                    {"PYTHONPATH": str(tmp_path / "fake")})
+    records, _ = bench.run_worker(run, config, tmp_path / "w.log")
+    assert [(r["mode"], r["qL"], r["status"]) for r in records] == [
+        ("qmm", 1, "ok"), ("matmul", 1, "ok"), ("qmm", 3, "ok"), ("matmul", 3, "ok")]
+    assert all(r["tflops"] > 0 and r["tbps"] > 0 and r["D"] == 128 and r["kL"] == 48
+               for r in records)
+
+
+def test_markdown_linear_section_leaves_out_runs_without_linear_results():
+    result = fake_result()
+    result["config"].update(qmm_shapes=[[5376, 8192]], qmm_rows=[1, 2048])
+
+    def lin(label, backend, mode, M, status="ok", tflops=None, tbps=None):
+        return {"type": "result", "label": label, "backend": backend, "mode": mode,
+                "D": 5376, "qL": M, "kL": 8192, "status": status, "ms": 1.0,
+                "tflops": tflops, "tbps": tbps, "peak_gib": 0.1, "error": None}
+    result["records"] += [
+        lin("patched", "mlx", "qmm", 1, tflops=0.0125, tbps=2.1),
+        lin("patched", "mlx", "matmul", 1, tflops=0.0131, tbps=2.9),
+        lin("patched", "mlx", "qmm", 2048, tflops=455.0, tbps=0.05),
+        lin("patched", "mlx", "matmul", 2048, tflops=625.0, tbps=0.07),
+        lin("upstream", "mlx", "qmm", 1, tflops=0.0024, tbps=0.402),
+        lin("upstream", "mlx", "qmm", 2048, status="oom"),
+        lin("torch", "flash", "qmm", 1, status="unsupported")]
+    md = bench.markdown_report(result)
+    assert "## Linear layers, 4-bit group 64: TFLOP/s (2·M·N·K) / GB/s of weights read" in md
+    assert ("| K → N | M | patched qmm | patched matmul | upstream qmm | upstream matmul |"
+            in md)
+    assert "| 5376 → 8192 | 1 | 0.0125 / 2100 | 0.0131 / 2900 | 0.0024 / 402 |  |" in md
+    assert "| 5376 → 8192 | 2048 | 455 / 50 | 625 / 70 | OOM |  |" in md
+    assert "torch-flash qmm" not in md
+    assert "Linear layers" not in bench.markdown_report(fake_result())
 
 
 def fake_result() -> dict:

@@ -1,6 +1,6 @@
 """gemma-4 31B at full scale: its configuration, mlx-lm's prefill schedule,
 random 4-bit weights built layer by layer, and the bounds the full-scale
-part asserts (issue 21).
+part asserts.
 
 The pure parts (configuration arithmetic, schedule, fits, bounds) import
 neither MLX nor mlx-lm and have CPU tests in test_fullscale_support.py;
@@ -35,14 +35,14 @@ MIN_DEVICE_BYTES = 80 * 10 ** 9  # the part needs an 80 GB GPU
 FIT_LENGTHS = (16384, 32768, 65536)  # single pass, for the L² fit
 LONG_LENGTH = 131072
 CHUNKED_LENGTHS = (32768, 65536, 131072)
-# Bounds (issue 21): the single pass may grow by at most 2 bytes per
-# (query, key) pair: the [L, L] boolean window mask mlx-lm passes (1) and its
-# creation, (l >= r) & (l < r + w), which holds one more byte per pair while
-# it runs inside the model's graph (measured, docs/results/h200-2026-12-01c;
-# the attention call adds only its output). An additive copy of the mask in
-# the attention path (2 bytes per pair more) fails it;
-# chunked prefill at 128k no worse than the 39.1 GiB peak measured before
-# (H200, main wheel of 2026-11-30, mx.get_peak_memory with the weights).
+# Bounds: the single pass may grow by at most 2 bytes per (query, key) pair:
+# the [L, L] boolean window mask mlx-lm passes (1) and its creation,
+# (l >= r) & (l < r + w), which holds one more byte per pair while it runs
+# inside the model's graph (measured on an H200; the attention call adds
+# only its output). An additive copy of the mask in the attention path
+# (2 bytes per pair more) fails it. Chunked prefill at 128k may not exceed
+# the 39.1 GiB peak the patched wheel measured on an H200
+# (mx.get_peak_memory, the weights included).
 MAX_BYTES_PER_PAIR = 2.0
 CHUNKED_128K_PEAK_BYTES = int(39.1 * GIB)
 

@@ -5,7 +5,7 @@ project's CI (no MLX installed) can collect and unit-test it. The suites run
 inside a venv that holds only the wheel under test, pytest and NumPy, so
 nothing here imports ``mlx_builder`` either.
 
-How the suites tell the paths apart (see README, "Testing and benchmarking a
+How the suites tell the paths apart (see docs/testing.md, "Testing and benchmarking a
 wheel"):
 
 * ``force_fused=True`` -- MLX main's Python API (python/src/fast.cpp at

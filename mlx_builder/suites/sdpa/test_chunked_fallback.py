@@ -90,7 +90,8 @@ elif spec["mode"] == "memory":
     print(json.dumps(res))
     sys.exit(0)
 elif spec["mode"] == "gpu":
-    # Issue 9's shape on the GPU stream: the caller forces the fallback.
+    # A long-context head-dim-512 shape on the GPU stream: the caller forces
+    # the fallback.
     if not (getattr(mx, "cuda", None) and mx.cuda.is_available()):
         print(json.dumps({"skip": "no CUDA device"}))
         sys.exit(0)
@@ -256,7 +257,7 @@ def test_below_the_budget_nothing_changes(patched, tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_chunked_matches_unchunked_at_4096(patched, tmp_path):
-    """Issue 9: head_dim 512, 32 query / 16 KV heads, 4096 causal tokens on
+    """head_dim 512, 32 query / 16 KV heads, 4096 causal tokens on
     the GPU with the fused kernels off; 64 MiB chunks (a few hundred query
     rows each) against the unchunked fallback."""
     outs = {}

@@ -1,4 +1,4 @@
-"""Kernels of gemma-4's prefill path just past 2³¹ elements (issue 21).
+"""Kernels of gemma-4's prefill path just past 2³¹ elements.
 
 At a 128k-token single pass, gemma-4 31B's MLP works on [131072, 21504]
 tensors (2.82·10⁹ elements), its global layers' queries are exactly 2³¹

@@ -9,10 +9,11 @@ minus the inputs; the output counts) is fitted as L^e:
   capped so its [H, L, L] scores fit in memory): the exponent is reported
   (expected ≈ 2), never failed on.
 
-Issue 6's bound: D = 256 and D = 512 at L = 32768 use at most
-1.25 × output bytes + 64 MiB above the inputs. With the fused paths off
-(MLX_CUDA_SDPA_PATH=fallback: the query-chunked fallback of patch 0010 runs,
-issue 9) the bound is the fallback's chunk budget + output + 64 MiB.
+The bound: D = 256 and D = 512 at L = 32768 use at most 1.25 × output
+bytes + 64 MiB above the inputs (the fused kernels keep no score matrix).
+With the fused paths off (MLX_CUDA_SDPA_PATH=fallback: the query-chunked
+fallback of patch 0010 runs) the bound is the fallback's chunk budget +
+output + 64 MiB.
 The exponents land in the JUnit XML as properties, which
 `mlx-builder test` prints in its summary.
 """

@@ -2,7 +2,7 @@
 
 Every case is compared with a float64 NumPy reference on fresh random inputs:
 relative error ‖out − ref‖/‖ref‖ ≤ 1e-2 (bf16) / 5e-3 (fp16); NaN or inf
-never passes. Shapes follow issues 6 and 7: qL/kL 1 … 4097 (16384 and
+never passes. Shapes: qL/kL 1 … 4097 (16384 and
 131072 with MLX_BUILDER_LONG=1), qL < kL and qL = kL, causal (bottom-right
 aligned), additive and boolean masks, gemma's sliding window, GQA 1/2/4/8,
 B = 2, decode (qL ≤ 3).
@@ -217,8 +217,8 @@ def test_layouts(D, layout, mask, qL, kL):
 
 REQUIRED_TILED = (192, 256, 512)
 OPTIONAL_TILED = pytest.mark.xfail(
-    strict=False, reason="issue 6 asks for head dims other than 192/256/512 "
-    "only 'if they come cheap'; reported, not required")
+    strict=False, reason="head dims other than 192/256/512 are compiled only "
+    "where they come cheap; reported, not required")
 
 
 @pytest.mark.gpu
@@ -256,7 +256,7 @@ def test_fused_path_ran(D, record_property):
                                       ("none", "causal", "bool"))
 ])
 def test_force_fused_accepts(D, qL, mask):
-    """force_fused=True does not raise for the shapes issues 6/7 route to a
+    """force_fused=True does not raise for the shapes routed to a
     fused kernel (prefill and decode, with and without masks)."""
     run_case(D, "bfloat16", mask, 2, qL, 1024, seed=qL)
 

@@ -21,6 +21,12 @@ Output, one JSON object per line on stdout:
 
 Prefill is causal: FLOPs = 4·B·H·qL·kL·D / 2 (qL = kL). Decode reports the
 bandwidth of reading K and V once: 2·B·H_kv·kL·D·itemsize bytes per call.
+
+Linear layers (``"qmm_bits"``/``"qmm_group"`` in the job): ``["qmm", K, M, N]``
+times ``quantized_matmul(x[M, K], W[N, K] affine-quantized, transpose=True)``
+and ``["matmul", K, M, N]`` the dense ``x @ W.T``; both report 2·M·N·K FLOPs
+and the bandwidth of reading the weights once (packed weights, scales and
+biases for qmm; N·K·itemsize for matmul).
 This module must not import MLX or torch.
 """
 
@@ -98,9 +104,25 @@ def classify(exc: BaseException) -> str:
     return "error"
 
 
+LINEAR_MODES = ("qmm", "matmul")
+
+
+def weight_bytes(job: dict, mode: str, K: int, N: int) -> float:
+    """Bytes of W read once: packed values plus a scale and a bias per group
+    (qmm), or the dense matrix (matmul)."""
+    itemsize = ITEMSIZE[job["dtype"]]
+    if mode == "qmm":
+        bits, group = job["qmm_bits"], job["qmm_group"]
+        return N * K * bits / 8 + 2.0 * N * (K // group) * itemsize
+    return float(N * K * itemsize)
+
+
 def metrics(job: dict, mode: str, D: int, qL: int, kL: int, ms: float,
             kv_heads_read: int) -> dict:
     seconds = ms / 1e3
+    if mode in LINEAR_MODES:  # D = K, qL = M, kL = N
+        return {"tflops": 2.0 * qL * kL * D / seconds / 1e12,
+                "tbps": weight_bytes(job, mode, D, kL) / seconds / 1e12}
     if mode == "prefill":
         flops = prefill_flops(job["batch"], job["heads"], qL, kL, D)
         return {"tflops": flops / seconds / 1e12, "tbps": None}

@@ -2,14 +2,15 @@
 
 Run with the Python of a venv holding the wheel: ``python mlx_worker.py JOB``
 (protocol in _common). Prefill uses mask="causal", decode no mask; peak
-memory is mx.get_peak_memory() above the inputs.
+memory is mx.get_peak_memory() above the inputs. Linear-layer cases time
+``mx.quantized_matmul`` (qmm) and ``x @ w.T`` (matmul) on one weight matrix.
 """
 
 from __future__ import annotations
 
 import sys
 
-from _common import emit, load_job, per_call_ms, run_cases
+from _common import LINEAR_MODES, emit, load_job, per_call_ms, run_cases
 
 
 def main(argv: list[str]) -> None:
@@ -27,7 +28,39 @@ def main(argv: list[str]) -> None:
     dtype = getattr(mx, job["dtype"])
     B, H, Hkv = job["batch"], job["heads"], job["kv_heads"]
 
+    def bench_linear(mode: str, K: int, M: int, N: int) -> dict:
+        mx.random.seed(0)
+        w = (mx.random.normal((N, K)) * 0.05).astype(dtype)
+        x = mx.random.normal((M, K)).astype(dtype)
+        bits, group = job["qmm_bits"], job["qmm_group"]
+        qw = mx.quantize(w, group_size=group, bits=bits) if mode == "qmm" else None
+        mx.eval(x, w, qw if qw is not None else [])
+        pending: list = []
+
+        def issue() -> None:
+            if qw is None:
+                pending.append(x @ w.T)
+            else:
+                pending.append(mx.quantized_matmul(
+                    x, *qw, transpose=True, group_size=group, bits=bits))
+
+        def wait() -> None:
+            mx.eval(pending)
+            pending.clear()
+
+        mx.synchronize()
+        mx.clear_cache()
+        base = mx.get_active_memory()
+        mx.reset_peak_memory()
+        issue()
+        wait()
+        peak = mx.get_peak_memory() - base
+        return {"ms": per_call_ms(issue, wait, job), "peak_bytes": peak,
+                "kv_heads_read": 0}
+
     def bench(backend: str, mode: str, D: int, qL: int, kL: int) -> dict:
+        if mode in LINEAR_MODES:
+            return bench_linear(mode, D, qL, kL)
         mx.random.seed(0)
         q = mx.random.normal((B, H, qL, D)).astype(dtype)
         k = mx.random.normal((B, Hkv, kL, D)).astype(dtype)
@@ -40,11 +73,11 @@ def main(argv: list[str]) -> None:
         mx.reset_peak_memory()
         pending = []
 
-        def issue():
+        def issue() -> None:
             pending.append(mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=D ** -0.5, mask=mask))
 
-        def wait():
+        def wait() -> None:
             mx.eval(pending)
             pending.clear()
 

@@ -9,8 +9,9 @@ expanded to all query heads and the record says so (kv_heads_read).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from _common import emit, load_job, per_call_ms, run_cases
+from _common import LINEAR_MODES, emit, load_job, per_call_ms, run_cases
 
 
 def main(argv: list[str]) -> None:
@@ -34,14 +35,16 @@ def main(argv: list[str]) -> None:
     dev = torch.device("cuda")
 
     def bench(backend: str, mode: str, D: int, qL: int, kL: int) -> dict:
+        if mode in LINEAR_MODES:
+            raise NotImplementedError("linear layers are not supported by this worker")
         gen = torch.Generator(device=dev).manual_seed(0)
         q = torch.randn(B, H, qL, D, device=dev, dtype=dtype, generator=gen)
         k = torch.randn(B, Hkv, kL, D, device=dev, dtype=dtype, generator=gen)
         v = torch.randn(B, Hkv, kL, D, device=dev, dtype=dtype, generator=gen)
         causal = mode == "prefill"
 
-        def attempt(kk, vv, gqa):
-            def issue():
+        def attempt(kk: Any, vv: Any, gqa: bool) -> tuple[float, int]:
+            def issue() -> None:
                 with sdpa_kernel(backends[backend]):
                     F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
                                                    scale=D ** -0.5, enable_gqa=gqa)

@@ -1,0 +1,341 @@
+// Copyright © 2026 Apple Inc.
+
+// Affine 4/8-bit quantized matmul kernels (transpose=True layout):
+//   w: [N, K * bits / 32] uint32, scales/biases: [N, K / group_size] of T,
+//   x: [M, K] of T, out[m, n] = sum_k x[m, k] * (scale * q[n, k] + bias).
+// Kept free of MLX headers so that a standalone harness can compile the
+// same source.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+namespace mlx::core::cu::qmm_affine {
+
+template <typename T>
+struct Vec2;
+template <>
+struct Vec2<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+  // 0x4300 is bf16 128.0: OR-ing a nibble into its mantissa gives 128 + q
+  // exactly (bf16 holds every integer up to 256).
+  static constexpr uint32_t magic = 0x43004300u;
+  static __device__ __forceinline__ type from_float2(float a, float b) {
+    return __floats2bfloat162_rn(a, b);
+  }
+};
+template <>
+struct Vec2<__half> {
+  using type = __half2;
+  // 0x6400 is fp16 1024.0.
+  static constexpr uint32_t magic = 0x64006400u;
+  static __device__ __forceinline__ type from_float2(float a, float b) {
+    return __floats2half2_rn(a, b);
+  }
+};
+
+template <typename V>
+__device__ __forceinline__ V as_vec(uint32_t u) {
+  return *reinterpret_cast<V*>(&u);
+}
+template <typename V>
+__device__ __forceinline__ uint32_t as_u32(V v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+}
+
+// Byte i of w as a float: place it under the exponent of 2^23, subtract.
+__device__ __forceinline__ float byte_to_float(uint32_t w, int i) {
+  uint32_t sel = 0x7650u | uint32_t(i);
+  uint32_t f = prmt(w, 0x4B000000u, sel);
+  return __uint_as_float(f) - 8388608.0f;
+}
+
+// Streaming 16-byte load: the weights are read once, keep them out of L1.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ void
+mma_16816(float* d, const uint32_t* a, uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(
+    float* d,
+    const uint32_t* a,
+    uint32_t b0,
+    uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  // Routing sends no call here below compute capability 8.0.
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void
+mma_16816<__half>(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  // Routing sends no call here below compute capability 8.0.
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Dequantize the 8 nibbles of one word to four T2 registers holding the
+// pairs (n0,n4) (n1,n5) (n2,n6) (n3,n7), each as q * s + b.
+template <typename T>
+__device__ __forceinline__ void dequant_word4(
+    uint32_t w,
+    typename Vec2<T>::type s2,
+    typename Vec2<T>::type b2,
+    uint32_t* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  // Routing sends no call here below compute capability 8.0.
+  __trap();
+#else
+  using V = typename Vec2<T>::type;
+  constexpr uint32_t magic = Vec2<T>::magic;
+  const V base = as_vec<V>(magic);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t u = ((w >> (4 * i)) & 0x000F000Fu) | magic;
+    V q = __hsub2(as_vec<V>(u), base);
+    out[i] = as_u32(__hfma2(q, s2, b2));
+  }
+#endif
+}
+
+// Dequantize the 4 bytes of one word to two T2 registers (b0,b1) (b2,b3).
+template <typename T>
+__device__ __forceinline__ void
+dequant_word8(uint32_t w, float s, float b, uint32_t* out) {
+  using V2 = Vec2<T>;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float lo = fmaf(byte_to_float(w, 2 * i), s, b);
+    float hi = fmaf(byte_to_float(w, 2 * i + 1), s, b);
+    out[i] = as_u32(V2::from_float2(lo, hi));
+  }
+}
+
+// Decode GEMV for M <= 8 rows of x per block row: each warp computes a 16 x 8
+// tile of out^T = W x^T with mma.sync (rows of W are the MMA's M, rows of x
+// its N), streaming 16 bytes of W per lane and row. The K order inside a
+// lane's 16-byte chunk is permuted identically for W and x, so no shuffles
+// are needed. WARPS warps of a block split K and reduce through shared
+// memory; U chunks per lane are loaded before any is used.
+//
+// Requirements (checked by the caller): K % 32 == 0, K % group_size == 0,
+// 16-byte aligned w and x, group_size in {32, 64, 128}.
+template <typename T, int BITS, int GROUP, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int M,
+    int N,
+    int K) {
+  using V = typename Vec2<T>::type;
+  constexpr int VALS = 128 / BITS; // values per 16-byte chunk
+  constexpr int KB = 4 * VALS; // K covered by one warp step (4 lanes across)
+  constexpr int XV = VALS / 8; // 16-byte x loads per chunk
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2; // W row (and +8) / x row of this lane
+  const int t = lane & 3; // K sub-chunk of this lane
+
+  const int n0 = blockIdx.x * 16;
+  const int64_t m0 = int64_t(blockIdx.y) * 8;
+  const int mcount = min(8, int(M - m0));
+  const int chunks_per_row = K / VALS;
+  const int groups_per_row = K / GROUP;
+
+  const int ra = min(n0 + g, N - 1);
+  const int rb = min(n0 + g + 8, N - 1);
+  const uint4* wa_ptr =
+      reinterpret_cast<const uint4*>(w) + int64_t(ra) * chunks_per_row;
+  const uint4* wb_ptr =
+      reinterpret_cast<const uint4*>(w) + int64_t(rb) * chunks_per_row;
+  const T* sa_ptr = scales + int64_t(ra) * groups_per_row;
+  const T* sb_ptr = scales + int64_t(rb) * groups_per_row;
+  const T* ba_ptr = biases + int64_t(ra) * groups_per_row;
+  const T* bb_ptr = biases + int64_t(rb) * groups_per_row;
+  const bool has_x = g < mcount;
+  const uint4* x_ptr =
+      reinterpret_cast<const uint4*>(x + (m0 + (has_x ? g : 0)) * int64_t(K));
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+
+  for (int kb0 = warp * KB; kb0 < K; kb0 += WARPS * KB * U) {
+    uint4 wa[U], wb[U], xv[U][XV];
+    T sa[U], sb[U], ba[U], bb[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int k = kb0 + u * WARPS * KB + t * VALS;
+      bool valid = k < K;
+      int c = k / VALS;
+      int gi = k / GROUP;
+      if (valid) {
+        wa[u] = ld_stream(wa_ptr + c);
+        wb[u] = ld_stream(wb_ptr + c);
+        sa[u] = sa_ptr[gi];
+        sb[u] = sb_ptr[gi];
+        ba[u] = ba_ptr[gi];
+        bb[u] = bb_ptr[gi];
+      } else {
+        wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
+        sa[u] = sb[u] = ba[u] = bb[u] = T(0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < XV; ++j) {
+        xv[u][j] =
+            (valid && has_x) ? x_ptr[c * XV + j] : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t* pa = reinterpret_cast<const uint32_t*>(&wa[u]);
+      const uint32_t* pb = reinterpret_cast<const uint32_t*>(&wb[u]);
+      const uint32_t* px = reinterpret_cast<const uint32_t*>(&xv[u][0]);
+      if constexpr (BITS == 4) {
+        V sa2 = V(sa[u], sa[u]), sb2 = V(sb[u], sb[u]);
+        V ba2 = V(ba[u], ba[u]), bb2 = V(bb[u], bb[u]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t da[4], db[4];
+          dequant_word4<T>(pa[j], sa2, ba2, da);
+          dequant_word4<T>(pb[j], sb2, bb2, db);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            // Tile (j, h): slots (8j+2h, 8j+2h+4) and (8j+2h+1, 8j+2h+5).
+            uint32_t a[4] = {
+                da[2 * h], db[2 * h], da[2 * h + 1], db[2 * h + 1]};
+            uint32_t x0 = px[4 * j + h], x1 = px[4 * j + h + 2];
+            uint32_t b0 = prmt(x0, x1, 0x5410u);
+            uint32_t b1 = prmt(x0, x1, 0x7632u);
+            mma_16816<T>(acc, a, b0, b1);
+          }
+        }
+      } else {
+        float fsa = float(sa[u]), fsb = float(sb[u]);
+        float fba = float(ba[u]), fbb = float(bb[u]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t da[2], db[2];
+          dequant_word8<T>(pa[j], fsa, fba, da);
+          dequant_word8<T>(pb[j], fsb, fbb, db);
+          uint32_t a[4] = {da[0], db[0], da[1], db[1]};
+          mma_16816<T>(acc, a, px[2 * j], px[2 * j + 1]);
+        }
+      }
+    }
+  }
+
+  // acc: [0,1] = rows g, x rows 2t, 2t+1; [2,3] = row g+8.
+  if constexpr (WARPS > 1) {
+    __shared__ float red[WARPS - 1][4][32];
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        red[warp - 1][i][lane] = acc[i];
+      }
+    }
+    __syncthreads();
+    if (warp > 0) {
+      return;
+    }
+#pragma unroll
+    for (int wi = 0; wi < WARPS - 1; ++wi) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[i] += red[wi][i][lane];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int n = n0 + g + (i >> 1) * 8;
+    int m = 2 * t + (i & 1);
+    if (n < N && m < mcount) {
+      out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
+    }
+  }
+}
+
+// Dequantize W to a dense [N, K] matrix of T (one 16-byte chunk of W per
+// thread), for the prefill path that hands the product to cuBLAS.
+template <typename T, int BITS, int GROUP>
+__global__ void __launch_bounds__(256) dequant_kernel(
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int64_t n_rows,
+    int K) {
+  using V = typename Vec2<T>::type;
+  constexpr int VALS = 128 / BITS;
+  const int chunks_per_row = K / VALS;
+  const int64_t total = n_rows * chunks_per_row;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < total;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row = c / chunks_per_row;
+    int kc = int(c - row * chunks_per_row);
+    int k = kc * VALS;
+    int64_t gi = row * (K / GROUP) + k / GROUP;
+    T s = scales[gi], b = biases[gi];
+    uint4 wv = ld_stream(reinterpret_cast<const uint4*>(w) + c);
+    const uint32_t* pw = reinterpret_cast<const uint32_t*>(&wv);
+    uint4* dst = reinterpret_cast<uint4*>(out + row * int64_t(K) + k);
+    if constexpr (BITS == 4) {
+      V s2 = V(s, s), b2 = V(b, b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t d[4];
+        dequant_word4<T>(pw[j], s2, b2, d);
+        // d holds (n0,n4) (n1,n5) (n2,n6) (n3,n7): restore K order.
+        uint4 o;
+        o.x = prmt(d[0], d[1], 0x5410u);
+        o.y = prmt(d[2], d[3], 0x5410u);
+        o.z = prmt(d[0], d[1], 0x7632u);
+        o.w = prmt(d[2], d[3], 0x7632u);
+        dst[j] = o;
+      }
+    } else {
+      float fs = float(s), fb = float(b);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint4 o;
+        uint32_t* po = reinterpret_cast<uint32_t*>(&o);
+        dequant_word8<T>(pw[2 * j], fs, fb, po);
+        dequant_word8<T>(pw[2 * j + 1], fs, fb, po + 2);
+        dst[j] = o;
+      }
+    }
+  }
+}
+
+} // namespace mlx::core::cu::qmm_affine

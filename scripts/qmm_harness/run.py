@@ -1,0 +1,272 @@
+"""Check and time the affine quantized matmul kernels of qmm_affine.cuh.
+
+Builds harness.cu with nvcc into a shared library, drives it with torch
+tensors through ctypes, checks every bits/group/dtype combination on odd sizes
+against a float64 reference (dequantize, then matmul) and times the decode
+GEMV (GB/s of weight bytes) and the dequantize + cuBLAS prefill step
+(TFLOP/s) beside torch's bf16 GEMM, in one process.
+
+    python run.py build check bench-gemv bench-prefill --json out.json
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = None
+
+# gemma-4 31B's linear layers, K -> N.
+SHAPES = [
+    ("q_sliding", 5376, 8192),
+    ("q_global", 5376, 16384),
+    ("kv_sliding", 5376, 4096),
+    ("o_sliding", 8192, 5376),
+    ("mlp_gate_up", 5376, 43008),
+    ("mlp_down", 21504, 5376),
+]
+VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1"}
+
+
+def build(arch, out):
+    cmd = ["nvcc", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
+           f"-gencode=arch=compute_{arch},code=sm_{arch}",
+           os.path.join(HERE, "harness.cu"), "-o", out]
+    subprocess.run(cmd, check=True)
+
+
+def load(path):
+    global LIB
+    LIB = ctypes.CDLL(path)
+    LIB.qmm_gemv.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 5 + [
+        ctypes.c_int] * 3 + [ctypes.c_void_p]
+    LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
+        ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
+
+
+def dcode(dtype):
+    return 0 if dtype == torch.bfloat16 else 1
+
+
+def make_weights(N, K, bits, group, dtype, gen):
+    """Random affine-quantized weights in MLX's packing (value i of a word at
+    bits i*bits, lowest first), with the float64 dequantized matrix."""
+    q = torch.randint(0, 2**bits, (N, K), generator=gen, dtype=torch.int64)
+    per = 32 // bits
+    qw = q.view(N, K // per, per)
+    shifts = (torch.arange(per, dtype=torch.int64) * bits)
+    packed = (qw << shifts).sum(-1)
+    packed = packed.to(torch.int64).where(packed < 2**31, packed - 2**32)
+    w = packed.to(torch.int32)
+    scales = (torch.rand(N, K // group, generator=gen) * 0.02 + 0.001).to(dtype)
+    biases = (torch.randn(N, K // group, generator=gen) * 0.05).to(dtype)
+    deq = (q.view(N, K // group, group).double() * scales.double()[..., None]
+           + biases.double()[..., None]).view(N, K)
+    return w.cuda(), scales.cuda(), biases.cuda(), deq
+
+
+def gemv(x, w, s, b, bits, group, variant, out=None):
+    M, K = x.shape
+    N = w.shape[0]
+    if out is None:
+        out = torch.empty(M, N, dtype=x.dtype, device="cuda")
+    rc = LIB.qmm_gemv(dcode(x.dtype), bits, group, variant, x.data_ptr(),
+                      w.data_ptr(), s.data_ptr(), b.data_ptr(), out.data_ptr(),
+                      M, N, K, torch.cuda.current_stream().cuda_stream)
+    assert rc == 0, rc
+    return out
+
+
+def dequant(w, s, b, bits, group, K, dtype, out=None):
+    N = w.shape[0]
+    if out is None:
+        out = torch.empty(N, K, dtype=dtype, device="cuda")
+    rc = LIB.qmm_dequant(dcode(dtype), bits, group, w.data_ptr(), s.data_ptr(),
+                         b.data_ptr(), out.data_ptr(), N, K,
+                         torch.cuda.current_stream().cuda_stream)
+    assert rc == 0, rc
+    return out
+
+
+def rel(a, ref):
+    a = a.double().cpu()
+    if not torch.isfinite(a).all():
+        return float("inf")
+    return ((a - ref).norm() / ref.norm()).item()
+
+
+def check(results):
+    gen = torch.Generator().manual_seed(1)
+    cases = [(1, 16, 32), (1, 997, 384), (3, 4099, 640), (8, 16, 128),
+             (13, 257, 1024), (5, 33, 4096 + 128), (2, 520, 21504)]
+    worst = 0.0
+    fails = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for bits in (4, 8):
+            for group in (32, 64, 128):
+                for M, N, K in cases:
+                    if K % group:
+                        K = (K // group + 1) * group
+                    w, s, b, deq = make_weights(N, K, bits, group, dtype, gen)
+                    x = torch.randn(M, K, generator=gen).to(dtype)
+                    ref = x.double() @ deq.T
+                    for v in VARIANTS:
+                        out = torch.full((M, N), float("nan"), dtype=dtype,
+                                         device="cuda")
+                        gemv(x.cuda(), w, s, b, bits, group, v, out)
+                        torch.cuda.synchronize()
+                        e = rel(out, ref)
+                        worst = max(worst, e)
+                        if not e < 1e-2:
+                            fails.append(("gemv", dtype, bits, group, M, N, K,
+                                          VARIANTS[v], e))
+                    d = torch.full((N, K), float("nan"), dtype=dtype,
+                                   device="cuda")
+                    dequant(w, s, b, bits, group, K, dtype, d)
+                    torch.cuda.synchronize()
+                    e = rel(d, deq)
+                    worst = max(worst, e)
+                    if not e < 1e-2:
+                        fails.append(("dequant", dtype, bits, group, N, K, e))
+    print(f"check: worst relative error {worst:.2e}, {len(fails)} failures")
+    for f in fails[:20]:
+        print("  FAIL", f)
+    results["check"] = {"worst": worst, "failures": [str(f) for f in fails]}
+    return not fails
+
+
+def time_fn(fn, sets, reps=50):
+    """Median milliseconds of fn(set) over reps calls rotating input sets."""
+    for i in range(5):
+        fn(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = []
+    for r in range(reps):
+        st, en = torch.cuda.Event(True), torch.cuda.Event(True)
+        st.record()
+        fn(sets[r % len(sets)])
+        en.record()
+        en.synchronize()
+        times.append(st.elapsed_time(en))
+    return statistics.median(times)
+
+
+def bench_gemv(results, bits_list=(4, 8), group=64):
+    rows = []
+    for bits in bits_list:
+        for name, K, N in SHAPES:
+            wbytes = N * K * bits // 8 + 2 * N * (K // group) * 2
+            nsets = max(2, min(8, int(2.5e8 // wbytes)))
+            sets = []
+            gen = torch.Generator(device="cuda").manual_seed(2)
+            for _ in range(nsets):
+                w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
+                                  dtype=torch.int32, device="cuda",
+                                  generator=gen)
+                s = torch.rand(N, K // group, device="cuda",
+                               generator=gen).to(torch.bfloat16) * 0.01
+                b = torch.randn(N, K // group, device="cuda",
+                                generator=gen).to(torch.bfloat16) * 0.01
+                sets.append((w, s, b))
+            for M in (1, 4, 8):
+                x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+                out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+                row = {"bits": bits, "shape": name, "K": K, "N": N, "M": M}
+                for v, vn in VARIANTS.items():
+                    ms = time_fn(lambda st, v=v: gemv(x, *st, bits, group, v,
+                                                       out), sets)
+                    row[vn] = wbytes / ms / 1e6
+                rows.append(row)
+            del sets
+            # torch bf16 GEMV over the dense weight, same shape.
+            if bits == 4:
+                nb = max(2, min(8, int(2.5e8 // (N * K * 2))))
+                dense = [torch.randn(N, K, device="cuda",
+                                     dtype=torch.bfloat16) for _ in range(nb)]
+                x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
+                ms = time_fn(lambda d: x @ d.T, dense)
+                rows.append({"bits": 16, "shape": name, "K": K, "N": N, "M": 1,
+                             "torch": N * K * 2 / ms / 1e6})
+                del dense
+    print("\ndecode GEMV, GB/s of weight bytes (group 64, bf16)")
+    for r in rows:
+        vals = " ".join(f"{k}={v:7.1f}" for k, v in r.items()
+                        if k in [*VARIANTS.values(), "torch"])
+        print(f"  {r['shape']:12s} bits={r['bits']:2d} M={r['M']} {vals}")
+    results["gemv"] = rows
+
+
+def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
+    rows = []
+    for name, K, N in SHAPES:
+        w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
+                          dtype=torch.int32, device="cuda")
+        s = (torch.rand(N, K // group, device="cuda") * 0.01).to(torch.bfloat16)
+        b = (torch.randn(N, K // group, device="cuda") * 0.01).to(torch.bfloat16)
+        scratch = torch.empty(N, K, device="cuda", dtype=torch.bfloat16)
+        dense = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        t_dq = time_fn(lambda _: dequant(w, s, b, bits, group, K,
+                                          torch.bfloat16, scratch), [0], 20)
+        for M in Ms:
+            x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+            reps = 10 if M > 4096 else 30
+            t_mm = time_fn(lambda _: torch.mm(x, dense.T), [0], reps)
+
+            def step(_):
+                dequant(w, s, b, bits, group, K, torch.bfloat16, scratch)
+                return torch.mm(x, scratch.T)
+
+            t_q = time_fn(step, [0], reps)
+            fl = 2 * M * N * K
+            rows.append({"shape": name, "K": K, "N": N, "M": M,
+                         "torch_tflops": fl / t_mm / 1e9,
+                         "dq_mm_tflops": fl / t_q / 1e9,
+                         "dequant_ms": t_dq,
+                         "dequant_gbs": (N * K * 2 + N * K * bits / 8) / t_dq / 1e6,
+                         "ratio": t_mm / t_q})
+            del x
+        del w, s, b, scratch, dense
+        torch.cuda.empty_cache()
+    print("\nprefill, dequantize + torch.mm vs torch bf16 mm (TFLOP/s)")
+    for r in rows:
+        print(f"  {r['shape']:12s} M={r['M']:6d} torch={r['torch_tflops']:6.1f} "
+              f"dq+mm={r['dq_mm_tflops']:6.1f} ratio={r['ratio']:.3f} "
+              f"dequant={r['dequant_ms']:.3f} ms ({r['dequant_gbs']:.0f} GB/s)")
+    results["prefill"] = rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("steps", nargs="+")
+    p.add_argument("--lib", default="/tmp/qmm_harness.so")
+    p.add_argument("--arch", default="90a")
+    p.add_argument("--json")
+    a = p.parse_args()
+    results = {"device": torch.cuda.get_device_name()}
+    ok = True
+    for step in a.steps:
+        if step == "build":
+            build(a.arch, a.lib)
+            continue
+        if LIB is None:
+            load(a.lib)
+        if step == "check":
+            ok &= check(results)
+        elif step == "bench-gemv":
+            bench_gemv(results)
+        elif step == "bench-prefill":
+            bench_prefill(results)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(results, f, indent=1, default=str)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
