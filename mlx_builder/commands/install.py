@@ -71,7 +71,10 @@ def command(settings: Settings, index: str | None, mlx: str | None, backend: str
         console.print(f"index:  {listing.source} ({len(listing.wheels)} wheels)",
                       markup=False)
         table = Table("wheel", "verdict", "reason", title="candidates")
-        table.columns[0].no_wrap = True      # cu13.90a and cu13.121a must not look alike
+        # whole names: cu13.90a and cu13.121a must not look alike (the reason folds)
+        table.columns[0].no_wrap = True
+        table.columns[0].min_width = max((len(c.filename) for c in choice.candidates), default=0)
+        table.columns[2].overflow = "fold"
         for cand in choice.candidates:
             verdict = ("chosen" if cand is choice.chosen
                        else "ok" if cand.accepted else "rejected")
