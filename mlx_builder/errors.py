@@ -158,8 +158,9 @@ class RouteProbeError(MlxBuilderError):
 
 
 class LockError(MlxBuilderError):
-    """Another mlx-builder run holds a work tree, build folder or mirror
-    (``--no-wait`` fails fast instead of waiting)."""
+    """Another mlx-builder run holds a work tree, build folder, mirror or output
+    (a bundle's --out, a dependency cache entry, an index folder, the patches
+    folder during export; ``--no-wait`` fails fast instead of waiting)."""
 
     exit_code = 30
 
@@ -185,7 +186,7 @@ class FileSystemError(MlxBuilderError):
 
 class BundleError(MlxBuilderError):
     """A bundle that fails verification (a file, the archive's sha256 or its
-    gzip stream) or is not a bundle of a supported shape."""
+    gzip stream), holds an unsafe member or is not a bundle of a supported shape."""
 
     exit_code = 34
 

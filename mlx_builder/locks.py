@@ -1,5 +1,6 @@
 """Locks (filelock) on what two runs must not write at once: a work tree, a
-build folder, the mirror, a bundle's unpack folder.
+build folder, the mirror, a bundle's unpack folder, an output file (a bundle
+``--out``, an index folder's listing), a dependency cache entry.
 
 A second run waits, saying what for, or with ``--no-wait``
 (``Settings.no_wait``) fails at once with LockError. Locks are re-entrant
@@ -98,3 +99,23 @@ def mirror_lock(settings: Settings) -> AbstractContextManager[None]:
 def bundle_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
     return hold(Path(folder).parent / f".{Path(folder).name}.lock",
                 f"bundle folder {folder}", settings.no_wait)
+
+
+def output_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
+    """The lock of an output file (a bundle, an index's listing), beside it."""
+    path = Path(path)
+    return hold(path.parent / f".{path.name}.lock", f"output {path}", settings.no_wait)
+
+
+def deps_lock(settings: Settings, entry: Path) -> AbstractContextManager[None]:
+    """The lock of one dependency cache entry (``<cache>/deps/<name>-<pin>``)."""
+    entry = Path(entry)
+    return hold(settings.cache_dir / "locks" / f"dep-{entry.name}.lock",
+                f"dependency cache entry {entry}", settings.no_wait)
+
+
+def patches_lock(settings: Settings, root: Path) -> AbstractContextManager[None]:
+    """The lock of a patches folder while export writes it (kept in the
+    cache, not among the patches)."""
+    return hold(settings.cache_dir / "locks" / f"patches-{path_key(root)}.lock",
+                f"the patches folder {root}", settings.no_wait)

@@ -105,6 +105,10 @@ class Settings:
         return replace(self, **_coerce(clean))
 
 
+# More compile jobs than any machine has cores for would only exhaust memory
+# and process slots.
+MAX_JOBS = 1024
+
 _PATH_FIELDS = {"cache_dir", "work_dir", "patches_dir", "log_dir", "config_path"}
 _BOOL_FIELDS = {"offline", "no_wait"}
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
@@ -141,8 +145,8 @@ def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
                 value = int(value)
             except (TypeError, ValueError):
                 raise _bad(key, value, "an integer") from None
-            if value < 1:
-                raise _bad(key, value, "at least 1")
+            if not 1 <= value <= MAX_JOBS:
+                raise _bad(key, value, f"from 1 to {MAX_JOBS}")
         elif key in _BOOL_FIELDS:
             if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
                 value = value.strip().lower() in _TRUE
@@ -165,8 +169,9 @@ def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _from_file(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        # A UTF-8 byte order mark (some editors write one) is not TOML's.
+        text = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             f"cannot parse config file {path}", str(exc),
@@ -199,14 +204,28 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     }
     for suffix, key in simple.items():
         value = env.get(ENV_PREFIX + suffix)
-        if value:
-            out[key] = value
-    deps = {name[len(ENV_DEP_PREFIX):].lower(): value
+        if value is None:
+            continue
+        if key not in _BOOL_FIELDS:
+            _not_blank(ENV_PREFIX + suffix, value)
+        out[key] = value
+    deps = {name[len(ENV_DEP_PREFIX):].lower(): _not_blank(name, value)
             for name, value in env.items()
-            if name.startswith(ENV_DEP_PREFIX) and value}
+            if name.startswith(ENV_DEP_PREFIX)}
     if deps:
         out["dep_sources"] = deps
     return out
+
+
+def _not_blank(name: str, value: str) -> str:
+    """A set variable is a setting: empty or blank is an error, never a
+    silent "unset" (a script's ``VAR=$UNSET_DIR`` would otherwise fall back
+    to the default folder). Booleans are the exception: empty is false."""
+    if not value.strip():
+        raise ConfigError(f"{name} is set but {'empty' if not value else 'blank'}",
+                          "an empty or blank variable names no value",
+                          f"unset {name} to use the default, or give it a value")
+    return value
 
 
 def load_settings(env: Mapping[str, str] | None = None,
@@ -215,7 +234,8 @@ def load_settings(env: Mapping[str, str] | None = None,
     """Settings from defaults, then config file, then environment, then options."""
     env = os.environ if env is None else env
     explicit = config_path
-    if explicit is None and env.get("MLX_BUILDER_CONFIG"):
+    if explicit is None and "MLX_BUILDER_CONFIG" in env:
+        _not_blank("MLX_BUILDER_CONFIG", env["MLX_BUILDER_CONFIG"])
         try:
             explicit = Path(env["MLX_BUILDER_CONFIG"]).expanduser()
         except RuntimeError as exc:  # "~user" of a user that does not exist

@@ -8,6 +8,7 @@ Reuse from any test file:
 * ``isolated_env`` – no MLX_BUILDER_* variables, no user config file, and
   a cache of the test's own (every test already runs without the user's
   MLX_BUILDER_* variables and config file: see ``_no_user_settings``);
+* ``held`` – hold a lock file from another process until the test ends;
 * helpers: ``from gitfixture import git, tree_digest, PatchSpec, Upstream``
   (tests/gitfixture.py documents the default fixture's layout).
 """
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from gitfixture import Upstream, build_upstream
@@ -79,3 +83,32 @@ def isolated_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     return monkeypatch
+
+
+HOLDER = """
+import sys
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def held():
+    """Hold a lock file from another process until the test lets go."""
+    procs = []
+
+    def hold(path: Path) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held"
+        procs.append(proc)
+        return proc
+
+    yield hold
+    for proc in procs:
+        if proc.poll() is None:
+            proc.stdin.close()
+            proc.wait()

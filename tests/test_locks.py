@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,34 +14,6 @@ from mlx_builder import locks
 from mlx_builder.cli import main
 from mlx_builder.errors import LockError
 from mlx_builder.settings import Settings
-
-HOLDER = """
-import sys
-from filelock import FileLock
-lock = FileLock(sys.argv[1])
-lock.acquire()
-print("held", flush=True)
-sys.stdin.read()
-"""
-
-
-@pytest.fixture
-def held():
-    """Hold a lock file from another process until the test lets go."""
-    procs = []
-
-    def hold(path: Path) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "held"
-        procs.append(proc)
-        return proc
-
-    yield hold
-    for proc in procs:
-        if proc.poll() is None:
-            proc.stdin.close()
-            proc.wait()
 
 
 def _env(upstream, tmp_path) -> dict[str, str]:

@@ -49,6 +49,28 @@ def _bundle(tmp: Path, meta=None, garbage: bool = False) -> Path:
     return path
 
 
+def _bundle_with_link(tmp: Path, up) -> list[str]:
+    """A bundle whose bundle.json lists a link to an absolute path."""
+    import hashlib
+    meta = {"format": "mlx-builder-bundle", "schema": 2,
+            "target": {"spec": "cpu", "backend": "cpu"},
+            "provenance": {"upstream_commit": "0" * 40},
+            "files": {"mlx/setup.py": {"sha256": hashlib.sha256(b"").hexdigest()},
+                      "mlx/evil": {"link": "/etc/passwd"}}}
+    path = _bundle(tmp, meta)
+    with gzip.open(path) as gz:
+        data = gz.read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        members = [(m, tf.extractfile(m).read()) for m in tf.getmembers()]
+    with gzip.open(path, "wb") as gz, tarfile.open(fileobj=gz, mode="w") as tf:
+        for m, blob in members:
+            tf.addfile(m, io.BytesIO(blob))
+        link = tarfile.TarInfo("mlx-x/mlx/evil")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+    return ["--offline", "build", "--from-bundle", str(path), "--configure-only"]
+
+
 def _cache_under_a_file(tmp: Path, up) -> list[str]:
     (tmp / "afile").write_text("x")
     return ["--cache-dir", str(tmp / "afile" / "cache"), "--mlx-repo",
@@ -117,11 +139,94 @@ def _bundle_out_file(tmp: Path, up) -> list[str]:
             str(tmp / "taken")]
 
 
+def _file(tmp: Path) -> Path:
+    (tmp / "afile").write_text("x")
+    return tmp / "afile"
+
+
+def _build_source(*args: str):
+    """``build --source`` of a fake MLX tree (offline, fmt from a local repo)."""
+    def make(tmp: Path, up) -> list[str]:
+        mlx = fake_mlx(tmp / "mlx")
+        os.environ["MLX_BUILDER_DEP_FMT"] = str(dep_repo(tmp / "fmt", "12.1.0", {"a.h": ""}))
+        return ["--offline", "build", "--source", str(mlx), "--target", "cpu", *args]
+    return make
+
+
 def _sha256_arg(value: str, bundle: bool = True):
     def make(tmp: Path, up) -> list[str]:
         src = ["--from-bundle", str(_bundle(tmp, {}))] if bundle else ["--mlx", "0.1.0",
                                                                        "--target", "cpu"]
         return ["--offline", "build", *src, "--sha256", value]
+    return make
+
+
+def _listing_bytes(data: bytes):
+    def make(tmp: Path, up) -> list[str]:
+        (tmp / "idx").mkdir()
+        (tmp / "idx" / "index.json").write_bytes(data)
+        os.environ["MLX_BUILDER_FAKE_GPU"] = "none"
+        return ["install", "--index", str(tmp / "idx"), "--dry-run"]
+    return make
+
+
+def _http_index(reply: bytes):
+    """An index URL whose server answers every request with ``reply``."""
+    def make(tmp: Path, up) -> list[str]:
+        import socket
+        import threading
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(reply)
+        threading.Thread(target=serve, daemon=True).start()
+        os.environ["MLX_BUILDER_FAKE_GPU"] = "none"
+        return ["install", "--index", f"http://127.0.0.1:{server.getsockname()[1]}/",
+                "--dry-run"]
+    return make
+
+
+def _wheelhouse_record(record: bytes):
+    def make(tmp: Path, up) -> list[str]:
+        import zipfile
+        wheel = make_wheel(tmp / "wh", "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+        with zipfile.ZipFile(wheel) as zf:
+            items = [(i, zf.read(i)) for i in zf.infolist()]
+        with zipfile.ZipFile(wheel, "w") as zf:
+            for info, data in items:
+                zf.writestr(info, record if info.filename.endswith("/RECORD") else data)
+        return ["index", str(tmp / "wh")]
+    return make
+
+
+def _wheel_name_not_utf8(tmp: Path, up) -> list[str]:
+    wheel = make_wheel(tmp / "wh", "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    os.rename(bytes(wheel), bytes(wheel.parent) + b"/mlx-0.32.1+mlxb.cpu\xff-py3-none-any.whl")
+    return ["index", str(tmp / "wh")]
+
+
+def _empty_mirror_dir(tmp: Path, up) -> list[str]:
+    from mlx_builder.settings import Settings
+    settings = Settings(cache_dir=tmp / "cache", mlx_repo="https://example.invalid/mlx")
+    settings.mirror_dir.mkdir(parents=True)
+    return ["--cache-dir", str(tmp / "cache"), "--mlx-repo", "https://example.invalid/mlx",
+            "--offline", "status", "--mlx", "0.1.0"]
+
+
+def _long_work_dir(command: str):
+    def make(tmp: Path, up) -> list[str]:
+        deep = tmp.joinpath(*(["d" * 200] * 19))
+        deep = deep / ("e" * (4040 - len(str(deep)) - 1))   # 4 040 characters
+        return ["--work-dir", str(deep), command, "--mlx", "0.1.0"]
     return make
 
 
@@ -163,6 +268,7 @@ CASES = [
          "provenance": {"upstream_commit": "0" * 40}, "files": {},
          "dependencies": [{"name": "x", "pin": "1", "path": "../../etc"}]}), 34),
     ("a bundle that is not gzip (inspect)", _inspect_bundle(garbage=True), 34),
+    ("a bundle with a link to an absolute path (build)", _bundle_with_link, 34),
     ("wheel manifest is a list", _wheel_manifest(["a"]), 23),
     ("wheel manifest archs is a number", _wheel_manifest({**manifest_for("cpu"), "archs": 5}), 23),
     ("wheel manifest patches without file", _wheel_manifest({"patches": [{"x": 1}]}), 23),
@@ -172,8 +278,37 @@ CASES = [
     ("index.json filename is a number", _listing(json.dumps(
         {"wheels": [{**LISTING_ENTRY, "filename": 5}]})), 23),
     ("bundle --out names a file", _bundle_out_file, 17),
-    ("build --sha256 that is not a hash", _sha256_arg("abc"), 34),
+    ("build --sha256 that is not a hash", _sha256_arg("abc"), 10),
+    ("build --sha256 deadbeef", _sha256_arg("deadbeef"), 10),
+    ("build --python that does not exist", _build_source("--python", "/nonexistent/python"), 25),
+    ("build --out below a file", lambda tmp, up: _build_source(
+        "--out", str(_file(tmp) / "dist"))(tmp, up), 33),
+    ("env: MLX_BUILDER_CACHE empty", _env("MLX_BUILDER_CACHE", ""), 10),
+    ("env: MLX_BUILDER_MLX_REPO empty", _env("MLX_BUILDER_MLX_REPO", ""), 10),
+    ("env: MLX_BUILDER_DEP_FMT empty", _env("MLX_BUILDER_DEP_FMT", ""), 10),
+    ("config: jobs = 100000", _config("jobs = 100000\n"), 10),
+    ("-j 100000", lambda tmp, up: ["-j", "100000", "status", "--mlx", "0.1.0"], 10),
     ("build --sha256 without --from-bundle", _sha256_arg("0" * 64, bundle=False), 17),
+    ("index.json is not UTF-8", _listing_bytes(b'{"wheels": ["\xff"]}'), 23),
+    ("index.json wheels holds a number", _listing(json.dumps({"wheels": [5]})), 23),
+    ("index.json tags hold a number", _listing(json.dumps(
+        {"wheels": [{**LISTING_ENTRY, "tags": [5]}]})), 23),
+    ("index.json version is a number", _listing(json.dumps(
+        {"wheels": [{**LISTING_ENTRY, "version": 5}]})), 23),
+    ("index.json sha256 is a list", _listing(json.dumps(
+        {"wheels": [{**LISTING_ENTRY, "sha256": [1]}]})), 23),
+    ("index URL: reply is not HTTP", _http_index(b"HELLO THERE\r\n\r\n"), 18),
+    ("index URL: reply cut short", _http_index(
+        b"HTTP/1.0 200 OK\r\nContent-Length: 1000\r\n\r\n{\"wheels\": ["), 18),
+    ("RECORD row with one column", _wheelhouse_record(b"mlx/__init__.py\n"), 23),
+    ("RECORD not UTF-8", _wheelhouse_record(b"\xff\xfe,\n"), 23),
+    ("wheel file name not UTF-8", _wheel_name_not_utf8, 23),
+    ("an empty folder where the mirror should be", _empty_mirror_dir, 18),
+    ("--mlx-repo with git's ext:: transport", lambda tmp, up: [
+        "--mlx-repo", "ext::sh -c touch% pwned", "--cache-dir", str(tmp / "c"), "status",
+        "--mlx", "0.1.0"], 10),
+    ("apply in a work path of 4 040 characters", _long_work_dir("apply"), 33),
+    ("checkout in a work path of 4 040 characters", _long_work_dir("checkout"), 33),
     ("bench --qmm-shapes that is not K:N", _bench_qmm_shapes("5376"), 10),
 ]
 

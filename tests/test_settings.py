@@ -50,7 +50,8 @@ def test_default_config_location(isolated_env, tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ('mlx_rep = "x"\n', "unknown setting 'mlx_rep'"),
-    ("jobs = 0\n", "at least 1"),
+    ("jobs = 0\n", "from 1 to 1024"),
+    ("jobs = 5000\n", "from 1 to 1024"),
     ('jobs = "many"\n', "must be an integer"),
     ("mlx_repo = \n", "cannot parse"),
 ])
@@ -87,3 +88,23 @@ def test_a_config_path_whose_tilde_does_not_expand_is_a_config_error():
     with pytest.raises(ConfigError, match="does not expand") as exc:
         load_settings(env={"MLX_BUILDER_CONFIG": "~no-such-user-mlxb/config.toml"})
     assert exc.value.next_step and exc.value.exit_code == 10
+
+
+def test_a_config_file_with_a_utf8_byte_order_mark_is_read(isolated_env, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_bytes(b"\xef\xbb\xbfjobs = 3\n")
+    assert load_settings(env={}, config_path=config).jobs == 3
+
+
+@pytest.mark.parametrize("name", ["MLX_BUILDER_CACHE", "MLX_BUILDER_WORK", "MLX_BUILDER_JOBS",
+                                  "MLX_BUILDER_MLX_REPO", "MLX_BUILDER_DEP_FMT",
+                                  "MLX_BUILDER_CONFIG"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_or_blank_variable_is_an_error_not_the_default(isolated_env, name, value):
+    with pytest.raises(ConfigError, match=f"{name} is set but") as exc:
+        load_settings(env={name: value})
+    assert f"unset {name}" in exc.value.next_step
+
+
+def test_an_empty_boolean_variable_is_false(isolated_env):
+    assert load_settings(env={"MLX_BUILDER_OFFLINE": ""}).offline is False

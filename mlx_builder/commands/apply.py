@@ -53,7 +53,7 @@ def command(settings: Settings, mlx_ref: str, series_name: str | None, target: s
     lines += [f"  applied  {p.label}  [{p.target}]" for p in tree.applied]
     lines += [f"  skipped  {p.label}  ({p.upstream})" for p in tree.skipped]
     if tree.previous:
-        lines.append(f"note: the branch's previous tip {tree.previous[:12]} is "
+        lines.append(f"note: the tree's previous commit {tree.previous[:12]} is "
                      f"kept as refs/mlx-builder/kept/{tree.previous} (and "
                      "refs/mlx-builder/previous); every earlier one stays under "
                      "refs/mlx-builder/kept/")

@@ -7,12 +7,14 @@ from typing import Any
 
 import click
 
+from mlx_builder import outputs
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
 from mlx_builder.console import err_console
-from mlx_builder.errors import BuildError
+from mlx_builder.errors import BuildError, BundleError, ConfigError
 from mlx_builder.settings import Settings
+from mlx_builder.verify.routes import resolve_interpreter
 from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
-from mlx_builder.wheelbuild.bundle import prepare
+from mlx_builder.wheelbuild.bundle import normalize_sha256, prepare
 from mlx_builder.wheelbuild.targets import parse_targets
 from mlx_builder.wheelbuild.wheel import build_wheel
 from mlx_builder.wheelbuild.wheel import configure_only as configure
@@ -74,9 +76,21 @@ def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
+    if bundle_sha256:
+        try:
+            normalize_sha256(bundle_sha256)
+        except BundleError:
+            raise ConfigError(f"--sha256 {bundle_sha256!r} is not a sha256",
+                              "expected 64 hex digits, optionally after sha256:",
+                              "pass the hash `mlx-builder bundle` printed beside the "
+                              "bundle (or sha256sum's)") from None
     if bundle_sha256 and not bundle:
         raise BuildError("--sha256 pins a bundle", "it was given without --from-bundle FILE",
                          "add --from-bundle FILE, or drop --sha256")
+    if python:
+        python = resolve_interpreter(python)      # InterpreterError (25), as documented
+    if not configure_only:
+        outputs.check_out_dir(out_dir, "--out")     # before any long work
     if bundle:
         targets = parse_targets(target_spec) if target_spec else None
         if configure_only:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from mlx_builder.console import console, print_table
 from mlx_builder.prebuilt.wheelindex import write_index
+from mlx_builder.settings import Settings
 
 
 @click.command("index")
@@ -22,8 +23,9 @@ from mlx_builder.prebuilt.wheelindex import write_index
 @click.option("--keep", is_flag=True,
               help="Keep the wheels the existing index.json under the root lists "
                    "(a release adds to the index instead of replacing it).")
-def command(wheelhouse: Path, out_dir: Path | None, base_url: str | None,
-            keep: bool) -> None:
+@click.pass_obj
+def command(settings: Settings, wheelhouse: Path, out_dir: Path | None,
+            base_url: str | None, keep: bool) -> None:
     """Write one PEP 503 index per variant (ROOT/<variant>/simple/, with a
     constraints.txt that pins its newest mlx) and index.json over the wheels
     in WHEELHOUSE.
@@ -32,7 +34,7 @@ def command(wheelhouse: Path, out_dir: Path | None, base_url: str | None,
     `pip install -c ROOT/cu13-sm121/constraints.txt --extra-index-url
     ROOT/cu13-sm121/simple/ mlx` or `mlx-builder install --index ROOT`.
     """
-    result = write_index(wheelhouse, out_dir, base_url, keep=keep)
+    result = write_index(wheelhouse, out_dir, base_url, keep=keep, no_wait=settings.no_wait)
     table = Table("variant", "target", "upstream", "wheel", title="indexed wheels")
     for entry in result.entries:
         man = entry.manifest or {}

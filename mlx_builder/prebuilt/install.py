@@ -33,6 +33,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging import tags as ptags
@@ -51,6 +52,7 @@ from mlx_builder.prebuilt.variants import (
     variant,
     wheel_backend,
 )
+from mlx_builder.wheelbuild.manifest import read_manifest
 
 FAKE_GPU_ENV = "MLX_BUILDER_FAKE_GPU"
 FAKE_PLATFORM_ENV = "MLX_BUILDER_FAKE_PLATFORM"
@@ -440,6 +442,11 @@ def judge(cand: Candidate, host: Host, backend: str, accepts: Accepts) -> None:
         return
     host_rank = {t: i for i, t in enumerate(host.tags)}
     wheel_tags = [t for s in entry.get("tags", []) for t in ptags.parse_tag(s)]
+    named = _name_tags(entry.get("filename", ""))
+    if named != set(wheel_tags):
+        cand.reason = ("the index lists tags that its file name contradicts "
+                       f"({', '.join(sorted(str(t) for t in named)) or 'no valid wheel name'})")
+        return
     ranks = [host_rank[t] for t in wheel_tags if t in host_rank]
     if not ranks:
         cand.reason = (f"wheel tags {', '.join(entry.get('tags', []))} do not fit "
@@ -464,6 +471,14 @@ def judge(cand: Candidate, host: Host, backend: str, accepts: Accepts) -> None:
         cand.reason = f"{backend} wheel for {host.system} {host.machine}"
     if cand.accepted:
         cand.reason += f"; wheel tag rank {cand.tag_rank} of {len(host.tags)}"
+
+
+def _name_tags(filename: str) -> set[Any]:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    try:
+        return set(parse_wheel_filename(filename)[3])
+    except InvalidWheelFilename:
+        return set()
 
 
 def _public(version: Version | None) -> Version:
@@ -577,13 +592,19 @@ def fetch_verified(location: str, sha256: str, dest_dir: str | os.PathLike,
         import urllib.request
         target = os.path.join(dest_dir, os.path.basename(location.split("?")[0]))
         os.makedirs(dest_dir, exist_ok=True)
+        import http.client
         try:
             with urllib.request.urlopen(location, timeout=timeout) as resp, \
                     open(target, "wb") as fh:
                 shutil.copyfileobj(resp, fh)
-        except OSError as exc:
-            raise FetchError(f"cannot download {location}", str(exc),
-                             "check the URL and the network") from None
+                length = resp.headers.get("Content-Length")
+                if length and length.isdigit() and fh.tell() != int(length):
+                    raise http.client.IncompleteRead(b"", int(length) - fh.tell())
+        except (OSError, http.client.HTTPException) as exc:
+            # A download cut short is a network failure, not a changed wheel.
+            raise FetchError(f"cannot download {location}",
+                             f"{type(exc).__name__}: {exc}"[:300],
+                             "check the URL and the network, and run again") from None
         path = target
     else:
         import urllib.parse
@@ -601,7 +622,45 @@ def fetch_verified(location: str, sha256: str, dest_dir: str | os.PathLike,
             f"file {got} != index {sha256}",
             "the wheel was replaced or damaged after `mlx-builder index`: rebuild "
             "or re-download it and run `mlx-builder index` again; nothing was installed")
+    check_wheel_tags(path)
     return path
+
+
+def check_wheel_tags(path: str | os.PathLike) -> None:
+    """The tags of the wheel's file name are those its WHEEL file declares and
+    include the platform its manifest names: a renamed wheel would otherwise
+    install on a host it was not built for."""
+    import urllib.parse
+    import zipfile
+    name = os.path.basename(path)
+    named = _name_tags(urllib.parse.unquote(name))     # a download keeps the URL's %2B
+    try:
+        with zipfile.ZipFile(path) as zf:
+            wheel_file = next((n for n in zf.namelist()
+                               if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")), None)
+            text = zf.read(wheel_file).decode("utf-8", "replace") if wheel_file else ""
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise WheelError(f"{name} is not a readable wheel", str(exc),
+                         "rebuild it and run `mlx-builder index` again") from None
+    manifest = None
+    try:
+        manifest = read_manifest(Path(path))
+    except WheelError:
+        pass
+    declared = {t for line in text.splitlines() if line.startswith("Tag:")
+                for t in ptags.parse_tag(line.split(":", 1)[1].strip())}
+    plat = ((manifest or {}).get("platform") or {}).get("tag") \
+        if isinstance((manifest or {}).get("platform"), dict) else None
+    problem = ""
+    if declared and named and declared != named:
+        problem = (f"its WHEEL file declares {', '.join(sorted(map(str, declared)))}, "
+                   f"its name {', '.join(sorted(map(str, named))) or 'nothing valid'}")
+    elif isinstance(plat, str) and plat and named and \
+            not any(t.platform == plat for t in named):
+        problem = f"its manifest was built for platform {plat}, its name says otherwise"
+    if problem:
+        raise WheelError(f"{name}: the file name's tags contradict the wheel", problem,
+                         "rebuild the wheel instead of renaming it; nothing was installed")
 
 
 def wheel_requires(path: str | os.PathLike) -> list[str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import http.client
 import json
 import os
 import urllib.parse
@@ -38,7 +39,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mlx_builder import __version__
+from mlx_builder import __version__, locks, outputs
 from mlx_builder.errors import FetchError, WheelError
 from mlx_builder.prebuilt.variants import variant
 from mlx_builder.wheelbuild.manifest import read_manifest, verify_record
@@ -109,8 +110,19 @@ def _requires_python(wheel: Path) -> str | None:
     return value.strip() if value else None
 
 
+def _utf8_name(path: Path) -> Path:
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WheelError(f"{os.fsencode(path.name)!r} is not a valid wheel file name",
+                         "the name is not UTF-8 text, which wheel names and the index are",
+                         "rename it, or remove it from the wheelhouse") from None
+    return path
+
+
 def describe_wheel(path: Path, url: str) -> WheelEntry:
     """Read one wheel: name, version, tags, hash, Requires-Python, manifest."""
+    _utf8_name(path)
     try:
         name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
@@ -162,6 +174,7 @@ def check_wheel_matches_manifest(path: Path, manifest: dict[str, Any], version: 
 def _url(wheel: Path, root: Path, base_url: str | None) -> str:
     """The wheel's URL as index.json lists it: absolute under ``base_url``,
     else relative to the index root."""
+    wheel = _utf8_name(wheel)
     if base_url:
         return base_url.rstrip("/") + "/" + urllib.parse.quote(wheel.name)
     rel = os.path.relpath(wheel.resolve(), root.resolve())
@@ -224,7 +237,7 @@ def _earlier(root: Path, fresh: set[str]) -> list[WheelEntry]:
     listing = root / LISTING_NAME
     if not listing.is_file():
         return []
-    wheels = _parse_listing(listing.read_text(encoding="utf-8"), str(listing))
+    wheels = _parse_listing(listing.read_bytes(), str(listing))
     kept = []
     for item in wheels:
         if item["filename"] in fresh:
@@ -245,7 +258,8 @@ def _earlier(root: Path, fresh: set[str]) -> list[WheelEntry]:
 
 
 def write_index(wheelhouse: Path, out_dir: Path | None = None,
-                base_url: str | None = None, keep: bool = False) -> IndexResult:
+                base_url: str | None = None, keep: bool = False,
+                no_wait: bool = False) -> IndexResult:
     """Write the variants' ``simple/`` pages, constraints and listings for
     every ``*.whl`` in ``wheelhouse`` (and, with ``keep``, those the existing
     ``index.json`` lists).
@@ -262,42 +276,42 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
     if not wheels:
         raise WheelError(f"no wheels in {wheelhouse}", "the index would be empty",
                          "build wheels first (`mlx-builder build --out DIR`)")
-    root.mkdir(parents=True, exist_ok=True)
     fresh = [describe_wheel(w, _url(w, root, base_url)) for w in wheels]
     kept = _earlier(root, {e.filename for e in fresh}) if keep else []
     entries = sorted([*fresh, *kept], key=lambda e: e.filename)
     by_variant: dict[str, list[WheelEntry]] = {}
     for entry in entries:
         by_variant.setdefault(entry.variant, []).append(entry)
-    simple_dirs = {}
-    for name, group in sorted(by_variant.items()):
-        simple_dirs[name] = _write_variant(root, name, group)
-    (root / "index.html").write_text(_overview(by_variant), encoding="utf-8")
+    pages: dict[Path, str] = {}
+    simple_dirs = {name: _variant_pages(root, name, group, pages)
+                   for name, group in sorted(by_variant.items())}
+    pages[root / "index.html"] = _overview(by_variant)
     listing = root / LISTING_NAME
-    _write_listing(listing, entries, sorted(by_variant))
+    pages[listing] = _listing_text(entries, sorted(by_variant))
+    _write_pages(root, pages, no_wait)
     return IndexResult(root, listing, simple_dirs, tuple(entries), len(kept))
 
 
-def _write_listing(path: Path, entries: list[WheelEntry], variants: list[str]) -> None:
-    path.write_text(json.dumps({
+def _listing_text(entries: list[WheelEntry], variants: list[str]) -> str:
+    return json.dumps({
         "schema": SCHEMA, "generator": f"mlx-builder {__version__}",
         "variants": {v: {"simple": f"{v}/{SIMPLE_DIR}/",
                          "constraints": f"{v}/{CONSTRAINTS_NAME}"} for v in variants},
         "wheels": [e.to_json() for e in entries],
-    }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    }, indent=2, sort_keys=True) + "\n"
 
 
-def _write_variant(root: Path, name: str, entries: list[WheelEntry]) -> Path:
+def _variant_pages(root: Path, name: str, entries: list[WheelEntry],
+                   pages: dict[Path, str]) -> Path:
+    """Add one variant's pages, constraints and listing to ``pages``; its simple/."""
     vdir = root / name
     simple = vdir / SIMPLE_DIR
-    simple.mkdir(parents=True, exist_ok=True)
     by_project: dict[str, list[WheelEntry]] = {}
     for entry in entries:
         by_project.setdefault(canonicalize_name(entry.project), []).append(entry)
     project_links = []
     for project in sorted(by_project):
         page_dir = simple / project
-        page_dir.mkdir(exist_ok=True)
         links = []
         for entry in by_project[project]:
             href = f"{_href(entry.url, root, page_dir)}#sha256={entry.sha256}"
@@ -306,21 +320,19 @@ def _write_variant(root: Path, name: str, entries: list[WheelEntry]) -> Path:
                 attrs += (' data-requires-python="'
                           f'{html.escape(entry.requires_python)}"')
             links.append(f"<a {attrs}>{html.escape(entry.filename)}</a><br>")
-        (page_dir / "index.html").write_text(
-            _page(f"Links for {project}", links), encoding="utf-8")
+        pages[page_dir / "index.html"] = _page(f"Links for {project}", links)
         project_links.append(
             f'<a href="{html.escape(project)}/">{html.escape(project)}</a><br>')
-    (simple / "index.html").write_text(_page(f"Simple index: {name}", project_links),
-                                       encoding="utf-8")
+    pages[simple / "index.html"] = _page(f"Simple index: {name}", project_links)
     top = newest(entries)
     pins = f"mlx=={top.version}\n" if top is not None else ""
-    (vdir / CONSTRAINTS_NAME).write_text(
+    pages[vdir / CONSTRAINTS_NAME] = (
         "# The newest mlx of this variant; `pip install -c` this file keeps pip and uv\n"
-        "# on it even where PyPI has a newer mlx.\n" + pins, encoding="utf-8")
+        "# on it even where PyPI has a newer mlx.\n" + pins)
     # The variant's own listing, with URLs relative to the variant directory.
     local = [WheelEntry.from_json({**e.to_json(), "url": _href(e.url, root, vdir)})
              for e in entries]
-    _write_listing(vdir / LISTING_NAME, local, [])
+    pages[vdir / LISTING_NAME] = _listing_text(local, [])
     return simple
 
 
@@ -335,6 +347,26 @@ def _overview(by_variant: dict[str, list[WheelEntry]]) -> str:
     head = ("<p>One index per variant; URLs below are relative to this page. "
             "<code>mlx-builder install</code> picks the variant for the host.</p>\n")
     return _page("mlx-builder wheels", rows, head)
+
+
+def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
+    """The pages and index.json, under the index folder's lock: all staged
+    first, then renamed (index.json last, the file install reads)."""
+    order = sorted(pages, key=lambda p: (p.name == LISTING_NAME, str(p)))
+    with locks.hold(root / f".{LISTING_NAME}.lock", f"the index folder {root}", no_wait):
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for path in order:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                outputs.remove_leftovers(path)
+                staged.append((outputs.stage_bytes(path, pages[path].encode("utf-8")), path))
+            outputs.commit(staged)
+        except OSError as exc:
+            outputs.discard(staged)
+            raise outputs.disk_error(exc, f"cannot write the index into {root}") from None
+        except BaseException:
+            outputs.discard(staged)
+            raise
 
 
 # --- reading an index back (used by `mlx-builder install`) -------------------
@@ -356,7 +388,15 @@ class Listing:
         return base + f"{SIMPLE_DIR}/", base + CONSTRAINTS_NAME
 
     def locate(self, entry: dict[str, Any]) -> str:
+        """Where the entry's wheel is. The link must name the entry's own
+        file (an index may keep its wheels elsewhere: `index --out`, or
+        --base-url), so an index cannot make install fetch another file."""
         url = entry["url"]
+        tail = urllib.parse.unquote(urllib.parse.urlparse(url).path).rsplit("/", 1)[-1]
+        if tail != entry.get("filename"):
+            raise WheelError(f"the index links {url!r} for {entry.get('filename')}",
+                             "the link does not name the wheel it is listed for",
+                             "regenerate the index with `mlx-builder index`")
         if urllib.parse.urlparse(url).scheme:
             return url
         if self.local:
@@ -390,11 +430,11 @@ def load_listing(location: str, offline: bool = False,
     if local is not None:
         listing = local / LISTING_NAME
         if listing.is_file():
-            text = listing.read_text(encoding="utf-8")
-            data = _parse_listing(text, str(listing))
-            return Listing(location, str(local.resolve()), True, data, _nested(text))
+            raw = listing.read_bytes()
+            data = _parse_listing(raw, str(listing))
+            return Listing(location, str(local.resolve()), True, data, _nested(raw))
         if local.is_dir() and any(local.glob("*.whl")):
-            wheels = tuple(describe_wheel(w, urllib.parse.quote(w.name)).to_json()
+            wheels = tuple(describe_wheel(w, urllib.parse.quote(_utf8_name(w).name)).to_json()
                            for w in sorted(local.glob("*.whl")))
             return Listing(location, str(local.resolve()), True, wheels)
         raise WheelError(f"no wheel index at {location}",
@@ -408,35 +448,51 @@ def load_listing(location: str, offline: bool = False,
     url = urllib.parse.urljoin(root, LISTING_NAME)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            text = resp.read().decode("utf-8")
-    except OSError as exc:
-        raise FetchError(f"cannot fetch {url}", str(exc),
+            data = resp.read()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # HTTPException: a reply that is not HTTP (BadStatusLine) or was cut
+        # short (IncompleteRead)
+        raise FetchError(f"cannot fetch {url}",
+                         f"{type(exc).__name__}: {exc}"[:300],
                          "check the URL and the network, or pass a local index"
                          ) from None
-    return Listing(location, root, False, _parse_listing(text, url), _nested(text))
+    return Listing(location, root, False, _parse_listing(data, url), _nested(data))
 
 
-def _nested(text: str) -> bool:
-    """Whether a listing is an index root with variant sub-indexes."""
+def _nested(raw: bytes) -> bool:
+    """Whether a listing (already parsed once) is an index root with variant sub-indexes."""
     try:
-        return bool(json.loads(text).get("variants"))
+        return bool(json.loads(raw.decode("utf-8")).get("variants"))
     except (ValueError, AttributeError):
         return False
 
 
-def _parse_listing(text: str, where: str) -> tuple[dict[str, Any], ...]:
+# Optional fields of a listing entry and the types install reads them as.
+_OPTIONAL = {"version": str, "sha256": str, "size": int, "requires_python": str,
+             "manifest_error": str, "project": str, "manifest": dict}
+
+
+def _parse_listing(raw: bytes, where: str) -> tuple[dict[str, Any], ...]:
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object expected, got {type(data).__name__}")
         wheels = data["wheels"]
         if not isinstance(wheels, list):
             raise TypeError("'wheels' is not a list")
         for item in wheels:
+            if not isinstance(item, dict):
+                raise TypeError(f"a wheel entry is not an object: {item!r}"[:200])
             item["filename"], item["url"], item["tags"]
             if not all(isinstance(item[k], str) for k in ("filename", "url")) \
-                    or not isinstance(item["tags"], list):
-                raise TypeError(f"filename/url must be strings and tags a list: {item!r}"[:200])
-            if item.get("manifest") is not None and not isinstance(item["manifest"], dict):
-                raise TypeError(f"the manifest of {item['filename']} is not an object")
+                    or not isinstance(item["tags"], list) \
+                    or not all(isinstance(t, str) for t in item["tags"]):
+                raise TypeError("filename/url must be strings and tags a list of strings: "
+                                f"{item!r}"[:200])
+            for key, kind in _OPTIONAL.items():
+                if item.get(key) is not None and not isinstance(item[key], kind):
+                    raise TypeError(f"{key} of {item['filename']} is not a "
+                                    f"{kind.__name__}: {item[key]!r}"[:200])
     except (ValueError, KeyError, TypeError) as exc:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",

@@ -22,6 +22,7 @@ their git config) are re-pointed, never one in the middle of a git operation.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -34,7 +35,7 @@ import git
 
 from mlx_builder import locks, signals
 from mlx_builder.console import err_console
-from mlx_builder.errors import DirtyTreeError, ForeignTreeError, PatchConflictError
+from mlx_builder.errors import DirtyTreeError, FileSystemError, ForeignTreeError, PatchConflictError
 from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.series import (
@@ -238,6 +239,7 @@ def _check_dest(dest: Path) -> bool:
     """Whether ``dest`` is an existing tree to reuse (after repairing what a
     killed run left). Raises for a folder that is not ours, a tree in the
     middle of a git operation, or uncommitted changes."""
+    _check_length(dest)
     repair(dest)
     existing = _existing_tree(dest)
     if existing:
@@ -245,6 +247,27 @@ def _check_dest(dest: Path) -> bool:
         ensure_no_operation(dest)
         gitops.ensure_clean(dest)
     return existing
+
+
+# Room a work tree's path must leave below it: MLX's deepest file is 75
+# characters below the tree today, the refs mlx-builder writes under .git
+# about 70 (refs/mlx-builder/kept/<commit>), and a new tree is first made
+# under a hidden name about 25 characters longer. Without the room, git
+# itself fails half-way (`git init` cannot write its hooks).
+_ROOM = 200
+
+
+def _check_length(dest: Path) -> None:
+    try:
+        limit = os.pathconf(dest.anchor or "/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        limit = 4096
+    if len(os.fsencode(dest)) + _ROOM > limit:
+        raise FileSystemError(
+            f"the work tree path is {len(os.fsencode(dest))} characters long",
+            f"the files of an MLX tree below it would pass this system's limit of "
+            f"{limit} characters for a path",
+            "use a shorter --work-dir or --dest")
 
 
 def ensure_ours(dest: Path) -> None:

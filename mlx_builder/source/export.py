@@ -26,19 +26,21 @@ from typing import NamedTuple
 
 import git
 
+from mlx_builder import locks, outputs, signals
 from mlx_builder.errors import SeriesError, StaleExportError
 from mlx_builder.settings import Settings
 from mlx_builder.source import gitops
 from mlx_builder.source.series import (
+    SUMS,
     PatchEntry,
     Series,
     find_series,
     load_index,
     parse_patch,
     parse_patch_text,
+    read_sums,
     strip_applies_to,
     without_offsets,
-    write_sums,
 )
 from mlx_builder.source.status import check_patches
 
@@ -151,7 +153,9 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
         for job in prepared:
             _refuse_missing_common(job.series, job.exported, job.target)
         _check_shared(settings, index, common, {j.series.name for j in prepared})
-    results = [_compare(settings, job, check) for job in prepared]
+    planned: dict[Path, bytes] = {}        # a common patch is written once
+    compared = [_compare(settings, job, planned) for job in prepared]
+    results = [result for result, _ in compared]
     if check:
         _raise_stale(results)
         return results
@@ -161,8 +165,37 @@ def export_many(settings: Settings, jobs: list[tuple[str, str]], *,
             rel = patch.rel(result.series)
             data = patch.text.encode("utf-8", "surrogateescape")
             updates[rel] = hashlib.sha256(data).hexdigest()
-    write_sums(root, updates)
+    with locks.patches_lock(settings, root):
+        _write_all(root, [w for _, writes in compared for w in writes], updates)
     return results
+
+
+def _write_all(root: Path, writes: list[tuple[Path, bytes]], updates: dict[str, str]) -> None:
+    """Every patch file and SHA256SUMS, or none: all are staged beside their
+    destinations first, and renamed only when each one was written."""
+    sums = root / SUMS
+    for path in [sums, *(p for p, _ in writes)]:
+        outputs.remove_leftovers(path)
+    try:
+        old = read_sums(root)
+    except SeriesError:
+        if sums.exists():
+            raise
+        old = {}
+    merged = {**old, **updates}
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in writes:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((outputs.stage_bytes(path, data), path))
+        if merged != old or not sums.exists():
+            text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
+            staged.append((outputs.stage_bytes(sums, text.encode()), sums))
+        with signals.critical():
+            outputs.commit(staged)
+    except BaseException:
+        outputs.discard(staged)
+        raise
 
 
 def _export_one(settings: Settings, index: tuple[Series, ...], series: Series,
@@ -405,29 +438,31 @@ def _export_commits(tree: git.Repo, series: Series,
     return out
 
 
-def _compare(settings: Settings, job: _Job, check: bool) -> ExportResult:
+def _compare(settings: Settings, job: _Job, planned: dict[Path, bytes]
+             ) -> tuple[ExportResult, list[tuple[Path, bytes]]]:
+    """The result of exporting ``job``, and the files that would be written
+    (``planned``: those an earlier job of this export writes)."""
     series, tree, base, head, target, exported = job
     root = Path(settings.patches_dir)
     directory = series.directory or (root / series.name)
     written, unchanged, stale, extra = [], [], [], []
+    writes: list[tuple[Path, bytes]] = []
     for patch in exported:
         path = (patch.entry.path if patch.entry is not None
                 else directory / patch.name)
         label = patch.entry.label if patch.entry is not None else patch.name
         data = patch.text.encode("utf-8", "surrogateescape")
-        if path.exists() and path.read_bytes() == data:
+        disk = planned.get(path, path.read_bytes() if path.exists() else None)
+        if disk == data:
             unchanged.append(label)
             continue
         if patch.entry is None:
             extra.append(label)
-        elif path.exists():
+        elif disk is not None:
             stale.append(label)
         written.append(label)
-        if not check:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+        writes.append((path, data))
+        planned[path] = data
     in_branch = {p.entry.rel for p in exported if p.entry is not None}
     missing = [e.label for e in series.for_target(target)
                if e.rel not in in_branch]
@@ -445,7 +480,7 @@ def _compare(settings: Settings, job: _Job, check: bool) -> ExportResult:
         patches=tuple(exported), written=tuple(written),
         unchanged=tuple(unchanged), stale=tuple(stale), missing=tuple(missing),
         extra=tuple(extra), reordered=order != index_order,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings)), writes
 
 
 def _raise_stale(results: list[ExportResult]) -> None:

@@ -23,7 +23,7 @@ from rich.progress import Progress, TaskID
 
 from mlx_builder import signals
 from mlx_builder.console import err_console, progress
-from mlx_builder.errors import DirtyTreeError, FetchError, GitError, RefError
+from mlx_builder.errors import ConfigError, DirtyTreeError, FetchError, GitError, RefError
 from mlx_builder.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -169,6 +169,11 @@ def ensure_mirror(settings: Settings) -> git.Repo:
                 f"{local} is not a git repository",
                 "--mlx-repo / MLX_BUILDER_MLX_REPO names a directory",
                 "point it at an MLX clone or bare mirror, or at a URL") from None
+    scheme = settings.mlx_repo.split("::", 1)[0].lower() if "::" in settings.mlx_repo else ""
+    if scheme in ("ext", "fd"):
+        raise ConfigError(f"--mlx-repo uses git's {scheme}:: transport",
+                          f"{settings.mlx_repo!r} would run a command, not fetch a repository",
+                          "name MLX by a URL (https://, ssh://, git@…) or a local path")
     from mlx_builder import locks
     with locks.mirror_lock(settings):
         return _cached_mirror(settings)
@@ -179,8 +184,16 @@ def _cached_mirror(settings: Settings) -> git.Repo:
     if mirror.parent.is_dir():     # left by a clone that was killed
         for stale in mirror.parent.glob(mirror.name + ".*.partial"):
             shutil.rmtree(stale, ignore_errors=True)
+    if mirror.is_dir() and not any(mirror.iterdir()):
+        mirror.rmdir()                 # an empty folder: no mirror yet
     if mirror.is_dir():
-        repo = git.Repo(mirror)
+        try:
+            repo = git.Repo(mirror)
+        except git.InvalidGitRepositoryError:
+            raise FetchError(f"the MLX mirror {mirror} is not a git repository",
+                             "something other than mlx-builder wrote that folder",
+                             f"remove {mirror} (it is cloned again) or pass another "
+                             "--cache-dir") from None
         origin = repo.remote("origin")
         if origin.url != settings.mlx_repo:
             origin.set_url(settings.mlx_repo)
@@ -213,10 +226,12 @@ def _clone_mirror(url: str, mirror: Path) -> git.Repo:
             cfg.add_value('remote "origin"', "fetch",
                           "+refs/tags/*:refs/tags/*")
         _fetch(repo, f"cloning {url}")
-    except git.GitCommandError as exc:
+    except (git.GitCommandError, git.exc.UnsafeProtocolError,
+            git.exc.UnsafeOptionError) as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise FetchError(
-            f"cannot clone MLX from {url}", _last_line(exc.stderr),
+            f"cannot clone MLX from {url}",
+            _last_line(getattr(exc, "stderr", None)) or str(exc),
             "check the URL and network, or set --mlx-repo to a local clone"
         ) from None
     except BaseException:
@@ -392,18 +407,32 @@ def link_objects(repo: git.Repo, mirror: git.Repo) -> None:
 def checkout_branch(repo: git.Repo, branch: str, commit: str) -> str | None:
     """Point ``branch`` at ``commit`` and check it out (tree must be clean).
 
-    Returns the branch's previous tip when it differed. Every such tip is
-    kept as ``refs/mlx-builder/kept/<commit>`` (the latest also as
-    ``refs/mlx-builder/previous``), so no committed work is lost however
-    often the tree is re-pointed.
+    Returns the commit the tree was on when it held work that ``commit``
+    does not: HEAD when it had moved past the branch (commits made on a
+    detached HEAD or another branch), else the branch's previous tip. Every
+    such commit is kept as ``refs/mlx-builder/kept/<commit>`` (the one
+    returned also as ``refs/mlx-builder/previous``), so no committed work is
+    lost however often the tree is re-pointed.
     """
     old = rev_commit(repo, f"refs/heads/{branch}")
-    if old and old != commit:
-        run_git(repo, "update-ref", KEPT_PREFIX + old, old)
-        run_git(repo, "update-ref", PREVIOUS_REF, old)
+    head = rev_commit(repo, "HEAD")
+    moved = [c for c in dict.fromkeys((old, head)) if c and c != commit]
+    for kept in moved:
+        run_git(repo, "update-ref", KEPT_PREFIX + kept, kept)
+    previous = None
+    if head in moved and not (old and _is_ancestor(repo, head, old)):
+        previous = head
+    elif old in moved:
+        previous = old
+    if previous:
+        run_git(repo, "update-ref", PREVIOUS_REF, previous)
     run_git(repo, "checkout", "-q", "-f", "-B", branch, commit)
     run_git(repo, "update-ref", BASE_REF, commit)
-    return old if old and old != commit else None
+    return previous
+
+
+def _is_ancestor(repo: git.Repo, commit: str, of: str) -> bool:
+    return run_git(repo, "merge-base", "--is-ancestor", commit, of, check=False).rc == 0
 
 
 def commit_env(author: str, email: str, date: str) -> dict[str, str]:

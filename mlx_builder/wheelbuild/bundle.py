@@ -13,12 +13,14 @@ Bundle layout, under one top directory ``mlx-<label>/``::
 Deterministic: members sorted, mtime 0, uid/gid 0, no user names, modes 644
 or 755, gzip header without name or time; the same inputs give the same bytes.
 bundle.json lists every file under mlx/, deps/ and wheels/ with its sha256
-(``files``); the archive's own sha256 is written beside it as
-``<bundle>.sha256`` (sha256sum's format).
+and size (``files``; their total is ``unpacked_bytes``); the archive's own
+sha256 is written beside it as ``<bundle>.sha256`` (sha256sum's format), the
+two staged and renamed together under the lock of ``--out``.
 
 ``open_bundle`` checks the archive's sha256 against ``--sha256`` and the
 ``.sha256`` file beside it, reads the whole gzip stream (its CRC catches
-corruption), unpacks into a temporary folder, verifies every file against
+corruption), checks every member before writing it (``_extract``), unpacks
+into a temporary folder, verifies every file against
 bundle.json (nothing missing, nothing extra, every hash), and only then moves
 it into place under ``<work>/bundles/<sha16>``; a failed check leaves nothing
 behind, so the same command cannot build from it on a second try.
@@ -26,6 +28,7 @@ behind, so the same command cannot build from it on a second try.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -41,13 +44,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlx_builder import __version__, locks, process
+from mlx_builder import __version__, faults, locks, outputs, process
 from mlx_builder.console import err_console
-from mlx_builder.errors import BuildError, BundleError, DepsError, HashMismatchError, TargetError
+from mlx_builder.errors import (
+    BuildError,
+    BundleError,
+    DepsError,
+    HashMismatchError,
+    LockError,
+    TargetError,
+)
 from mlx_builder.settings import DEFAULT_MLX_REPO, Settings
 from mlx_builder.source.gitops import run_git
 from mlx_builder.source.tree import read_build_requires, read_upstream_version
-from mlx_builder.wheelbuild.archives import content_sha256, safe_extract
+from mlx_builder.wheelbuild.archives import content_sha256
 from mlx_builder.wheelbuild.deps import DepsPlan, ResolvedDep, needed, resolve
 from mlx_builder.wheelbuild.manifest import Provenance, make_label, provenance_from_tree
 from mlx_builder.wheelbuild.targets import TargetSet, parse_targets
@@ -209,6 +219,22 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
     elif out.is_dir():
         raise BuildError(f"--out {out} is a folder with a bundle's name", "",
                          "pass another name, or the folder's parent")
+    outputs.check_out_dir(out.parent, "--out")
+    with locks.output_lock(settings, out):
+        outputs.remove_leftovers(out)
+        out.with_name(out.name + ".part").unlink(missing_ok=True)   # older versions' name
+        outputs.remove_leftovers(out.with_name(out.name + SHA_SUFFIX))
+        _write_locked(settings, plan, top, out, with_wheels, toolchain)
+    return out
+
+
+def _write_locked(settings: Settings, plan: SourcePlan, top: str, out: Path,
+                  with_wheels: bool, toolchain: Any) -> None:
+    for dep in plan.deps.deps:
+        if dep.sha256 and content_sha256(dep.path) != dep.sha256:
+            raise DepsError(f"the cached {dep.name} {dep.pin} changed after it was checked",
+                            f"its files in {dep.path} no longer hash to {dep.sha256[:12]}…",
+                            "run again: a damaged cache entry is fetched anew")
     members: list[tuple[str, Path | None, bytes | None]] = []
     for rel in tree_files(plan.src):
         members.append((f"{top}/mlx/{rel}", plan.src / rel, None))
@@ -234,28 +260,40 @@ def _write_bundle(settings: Settings, tree: Any, targets: TargetSet, out: Path,
                                  "wheels": [w.name for w in tc_wheels]}
         data["files"] = {arc.split("/", 1)[1]: _file_entry(path)
                          for arc, path, _ in members if path is not None}
+        total = sum(e.get("size", 0) for e in data["files"].values())
+        data["unpacked_bytes"] = total
         meta = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
         members.append((f"{top}/{BUNDLE_JSON}", None, meta))
         members.sort(key=lambda m: m[0])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".part")
-        with open(tmp, "wb") as raw, \
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
-            for arcname, src, blob in members:
-                _add(tf, arcname, src, blob)
-        tmp.replace(out)
-    side = out.with_name(out.name + SHA_SUFFIX)
-    side_tmp = side.with_name(side.name + ".part")
-    side_tmp.write_text(f"{file_sha256(out)}  {out.name}\n")
-    side_tmp.replace(side)
-    return out
+        side = out.with_name(out.name + SHA_SUFFIX)
+        tmp = outputs.stage_path(out)
+        staged = [(tmp, out)]
+        try:
+            with open(tmp, "wb") as raw, \
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                  compresslevel=9) as gz, \
+                    tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tf:
+                for arcname, src, blob in members:
+                    _add(tf, arcname, src, blob)
+            staged.append((outputs.stage_bytes(side, f"{file_sha256(tmp)}  {out.name}\n"
+                                               .encode()), side))
+            # The old sidecar goes first: a run stopped between the renames
+            # leaves a bundle without a hash beside it, never one with the
+            # hash of the bundle it replaced.
+            outputs.commit(staged, remove_first=[side])
+        except OSError as exc:
+            outputs.discard(staged)
+            raise outputs.disk_error(exc, f"cannot write the bundle {out}") from None
+        except BaseException:
+            outputs.discard(staged)
+            raise
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
     if path.is_symlink():
         return {"link": os.readlink(path)}
-    return {"sha256": file_sha256(path), "exec": os.access(path, os.X_OK)}
+    return {"sha256": file_sha256(path), "exec": os.access(path, os.X_OK),
+            "size": path.stat().st_size}
 
 
 # ----------------------------------------------------------------- reading
@@ -268,23 +306,42 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice")
+        seen[key] = value
+    return seen
+
+
+def parse_bundle_json(text: bytes | str) -> Any:
+    """bundle.json's JSON, refusing a key given twice (two readers could
+    take different values)."""
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+
+
 def read_bundle_json(path: Path) -> dict[str, Any]:
     """bundle.json of a bundle file, without unpacking the rest."""
     try:
         with tarfile.open(path) as tf:
-            for member in tf:
-                if member.name.count("/") == 1 and member.name.endswith("/" + BUNDLE_JSON):
-                    stream = tf.extractfile(member)
-                    if stream is None:
-                        break
-                    data = json.loads(stream.read())
-                    check_bundle_json(data, str(path))
-                    return data
+            found = [m for m in tf if m.name.count("/") == 1
+                     and m.name.endswith("/" + BUNDLE_JSON)]
+            if len(found) > 1:
+                raise BundleError(f"bundle {path.name} holds {BUNDLE_JSON} twice",
+                                  "a reader could take either of them",
+                                  "remake the bundle with `mlx-builder bundle`")
+            stream = tf.extractfile(found[0]) if found and found[0].isfile() else None
+            if stream is not None:
+                data = parse_bundle_json(stream.read())
+                check_bundle_json(data, str(path))
+                return data
     except (OSError, EOFError, tarfile.TarError, ValueError, zlib.error) as exc:
         raise BundleError(f"cannot read bundle {path}", str(exc),
                           "is the file a complete bundle? remake it with "
                           "`mlx-builder bundle`") from None
-    raise BundleError(f"{path} is not an mlx-builder bundle", f"no top-level {BUNDLE_JSON}")
+    raise BundleError(f"{path} is not an mlx-builder bundle", f"no top-level {BUNDLE_JSON}",
+                      "pass a file `mlx-builder bundle` wrote")
 
 
 def _need(ok: bool, where: str, what: str) -> None:
@@ -395,17 +452,25 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
     with locks.bundle_lock(settings, dest):
         if not (dest / _DONE).is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            for stale in dest.parent.glob(f".unpack-{sha[:16]}-*"):
-                shutil.rmtree(stale, ignore_errors=True)      # a killed run's
+            _remove_killed_unpacks(settings, dest.parent)
             _read_whole_gzip(path)
+            data = read_bundle_json(path)
             tmp = Path(tempfile.mkdtemp(prefix=f".unpack-{sha[:16]}-", dir=dest.parent))
             try:
                 try:
                     with tarfile.open(path) as tf:
-                        safe_extract(tf, tmp)
-                except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
+                        _extract(tf, tmp, data, path.name)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+                        raise outputs.disk_error(
+                            exc, f"cannot unpack bundle {path.name} into {dest.parent}"
+                        ) from None
                     raise BundleError(f"cannot unpack bundle {path.name}", str(exc),
                                       "copy it again, or remake it") from None
+                except (EOFError, tarfile.TarError, zlib.error) as exc:
+                    raise BundleError(f"cannot unpack bundle {path.name}", str(exc),
+                                      "copy it again, or remake it") from None
+                faults.point("bundle-unpacked")
                 _verify(_top(tmp, path), pinned=bool(expect_sha256) or
                         path.with_name(path.name + SHA_SUFFIX).is_file())
                 (tmp / _DONE).write_text(sha + "\n")
@@ -415,6 +480,128 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return _top(dest, path), sha
+
+
+def _remove_killed_unpacks(settings: Settings, folder: Path) -> None:
+    """Remove the unpack folders of killed runs: each one whose bundle's lock
+    is free (a run unpacking it now holds that lock)."""
+    for stale in sorted(folder.glob(".unpack-*-*")):
+        key = stale.name.split("-")[1]
+        try:
+            with locks.hold(folder / f".{key}.lock", f"bundle folder {folder / key}", True):
+                shutil.rmtree(stale, ignore_errors=True)
+        except LockError:
+            continue
+
+
+def _unsafe(bundle: str, member: str, why: str) -> BundleError:
+    return BundleError(f"bundle {bundle}: refusing the unsafe member {member!r}", why,
+                       "the bundle was not made by `mlx-builder bundle` or was changed "
+                       "after; remake it, or copy it again from where it was made; "
+                       "nothing was unpacked")
+
+
+def _extract(tf: tarfile.TarFile, dest: Path, data: dict[str, Any], bundle: str) -> None:
+    """Unpack a bundle's members into ``dest``, each checked before a byte of
+    it is written: one top folder holding bundle.json once, no member twice,
+    only regular files, folders and symbolic links, links that stay inside
+    the top folder and do not lead to other links, nothing below a link, and
+    (schema 2) only the files bundle.json lists, each no larger than listed."""
+    members = tf.getmembers()
+    tops = {m.name.split("/", 1)[0] for m in members}
+    if len(tops) != 1:
+        raise BundleError(f"bundle {bundle} is not an mlx-builder bundle",
+                          f"it has {len(tops)} top-level entries: "
+                          + ", ".join(sorted(tops)[:5]),
+                          "pass a file `mlx-builder bundle` wrote")
+    top = tops.pop()
+    listed: dict[str, dict] | None = data.get("files") if data["schema"] >= 2 else None
+    rels: dict[str, tarfile.TarInfo] = {}
+    for m in members:
+        rel = m.name[len(top) + 1:].rstrip("/") if m.name != top else ""
+        if not m.name.startswith(top + "/") and m.name != top:
+            raise _unsafe(bundle, m.name, "outside the bundle's top folder")
+        if rel and not _safe_rel(rel):
+            raise _unsafe(bundle, m.name, "an absolute path, '.', '..' or an empty part")
+        if rel in rels:
+            raise _unsafe(bundle, m.name, "it appears twice in the archive")
+        rels[rel] = m
+    links = {rel for rel, m in rels.items() if m.issym()}
+    total = 0
+    bound = data.get("unpacked_bytes")
+    for rel, m in rels.items():
+        if not rel:
+            continue
+        parts = rel.split("/")
+        under = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        if any(u in links for u in under):
+            raise _unsafe(bundle, m.name, "it lies below a symbolic link")
+        if "/" not in rel and not m.isdir() and rel != BUNDLE_JSON:
+            raise _unsafe(bundle, m.name, f"a file beside {BUNDLE_JSON}; a bundle has only "
+                          "the folders " + ", ".join(_PARTS) + " there")
+        if m.isdir():
+            continue
+        if not (m.isfile() or m.issym()):
+            raise _unsafe(bundle, m.name, "not a regular file, folder or symbolic link "
+                          "(hard link, device or fifo)")
+        if rel == BUNDLE_JSON:
+            continue
+        if listed is not None:
+            entry = listed.get(rel)
+            if entry is None:
+                raise BundleError(f"bundle {bundle} does not match its {BUNDLE_JSON}",
+                                  f"{rel}: not in {BUNDLE_JSON}",
+                                  "the bundle was changed after it was made: remake it "
+                                  "with `mlx-builder bundle`; nothing was unpacked")
+            size = entry.get("size")
+            if m.isfile() and isinstance(size, int) and m.size > size:
+                raise BundleError(f"bundle {bundle} does not match its {BUNDLE_JSON}",
+                                  f"{rel}: {m.size} bytes, {BUNDLE_JSON} lists {size}",
+                                  "the bundle was changed after it was made: remake it "
+                                  "with `mlx-builder bundle`; nothing was unpacked")
+        if m.issym():
+            if os.path.isabs(m.linkname):
+                raise _unsafe(bundle, m.name, f"a link to the absolute path {m.linkname!r}")
+            problem = _link_problem(rel, m.linkname, links)
+            if problem:
+                raise _unsafe(bundle, m.name, f"a link to {m.linkname!r}, {problem}")
+        total += m.size if m.isfile() else 0
+        if isinstance(bound, int) and total > bound:
+            raise _unsafe(bundle, m.name, f"the files add up to more than the {bound} bytes "
+                          f"{BUNDLE_JSON} lists")
+    for rel, m in sorted(rels.items()):
+        target = dest / top / rel if rel else dest / top
+        if m.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if m.issym():
+            os.symlink(m.linkname, target)
+            continue
+        src = tf.extractfile(m)
+        assert src is not None       # a regular file always has data
+        with src, open(target, "xb") as out:
+            shutil.copyfileobj(src, out)
+        os.chmod(target, 0o755 if m.mode & 0o111 else 0o644)
+
+
+def _link_problem(rel: str, linkname: str, links: set[str]) -> str:
+    """Why the link ``rel`` -> ``linkname`` is unsafe ("" when it is not):
+    followed one part at a time, as the file system will, it must stay in
+    the top folder and pass through no other link."""
+    parts = rel.split("/")[:-1]
+    for part in linkname.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return "which leads outside the bundle"
+            parts.pop()
+            continue
+        parts.append(part)
+        if "/".join(parts) in links:
+            return "which leads through another link"
+    return ""
 
 
 def _top(folder: Path, path: Path) -> Path:
@@ -428,7 +615,7 @@ def _top(folder: Path, path: Path) -> Path:
 
 def _load_json(top: Path) -> dict[str, Any]:
     try:
-        data = json.loads((top / BUNDLE_JSON).read_text())
+        data = parse_bundle_json((top / BUNDLE_JSON).read_bytes())
     except (OSError, ValueError) as exc:
         raise BundleError(f"cannot read {BUNDLE_JSON} of the bundle", str(exc)) from None
     check_bundle_json(data, top.name)

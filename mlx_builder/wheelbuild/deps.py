@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlx_builder import faults, locks, outputs
 from mlx_builder.console import err_console
 from mlx_builder.errors import DepsError, FetchError
 from mlx_builder.settings import Settings, dep_env_var
@@ -220,16 +221,59 @@ def cache_path(settings: Settings, decl: Declaration) -> Path:
 
 
 def fill(settings: Settings, decl: Declaration, *, refresh: bool = False) -> ResolvedDep:
+    """The cache entry of ``decl``, fetched when missing, damaged or ``refresh``.
+
+    The entry's lock is held throughout, so two runs never fill one entry at
+    once; an entry is used only when its files still hash to the content
+    sha256 recorded when it was filled."""
     dest = cache_path(settings, decl)
+    with locks.deps_lock(settings, dest):
+        outputs.remove_leftovers(dest)                 # a killed run's scratch folder
+        for old in dest.parent.glob(f".{decl.name}-" + "?" * 8) if dest.parent.is_dir() else ():
+            shutil.rmtree(old, ignore_errors=True)     # the same, from earlier versions
+        if not refresh:
+            cached, damage = _cached(dest, decl)
+            if cached is not None:
+                return cached
+            if damage:
+                err_console.print(f"note: the cache entry of {decl.name} {pin(decl)} is damaged "
+                                  f"({damage}); fetching it again", markup=False)
+        try:
+            return _fill(settings, decl, dest)
+        except DepsError as exc:
+            if not refresh and dest.exists():
+                exc.why = (exc.why + "; " if exc.why else "") + \
+                    f"the cached copy in {dest} is damaged and was not used"
+            raise
+
+
+def _cached(dest: Path, decl: Declaration) -> tuple[ResolvedDep | None, str]:
+    """(the verified cache entry, "") or (None, what is wrong with it)."""
     meta = dest / META
-    if meta.is_file() and not refresh:
-        data = json.loads(meta.read_text())
-        if data.get("pin") == pin(decl):
-            return ResolvedDep(decl.name, data["pin"], dest, data.get("source", ""),
-                               data.get("via", "cache"), data.get("ref"), data.get("commit"),
-                               data.get("sha256", ""))
+    if not meta.is_file():
+        return None, ("its record " + META + " is missing") if dest.exists() else ""
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not all(
+                isinstance(data.get(k), str) for k in ("pin", "sha256")):
+            raise ValueError("not an object with pin and sha256 strings")
+    except (OSError, ValueError) as exc:
+        return None, f"its record {META} is unreadable: {exc}"[:200]
+    if data["pin"] != pin(decl):
+        return None, ""
+    got = content_sha256(dest)
+    if got != data["sha256"]:
+        return None, (f"its files hash to {got[:12]}…, not the {data['sha256'][:12]}… "
+                      "recorded when it was filled")
+    text = lambda k: data[k] if isinstance(data.get(k), str) else None   # noqa: E731
+    return ResolvedDep(decl.name, data["pin"], dest, text("source") or "",
+                       text("via") or "cache", text("ref"), text("commit"),
+                       data["sha256"]), ""
+
+
+def _fill(settings: Settings, decl: Declaration, dest: Path) -> ResolvedDep:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{decl.name}-", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=outputs.part_prefix(dest), dir=dest.parent))
     try:
         via, ref, commit = _populate(settings, decl, tmp / "src")
         _adapt_layout(decl, tmp / "src")
@@ -238,6 +282,7 @@ def fill(settings: Settings, decl: Declaration, *, refresh: bool = False) -> Res
         record = {"name": decl.name, "pin": pin(decl), "source": upstream, "via": via,
                   "ref": ref, "commit": commit, "sha256": digest}
         (tmp / "src" / META).write_text(json.dumps(record, indent=1) + "\n")
+        faults.point("dep-fetched")
         if dest.exists():
             shutil.rmtree(dest)
         (tmp / "src").rename(dest)
@@ -279,12 +324,12 @@ def _populate(settings: Settings, decl: Declaration, out: Path
                         f"set {env}=<git repo or dir>[@ref], run `mlx-builder deps` "
                         "where the network is reachable, or build from a bundle")
     if decl.git_repository:
-        with tempfile.TemporaryDirectory(prefix="mlxb-clone-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="clone-", dir=out.parent) as tmp:
             clone = clone_repo(decl.git_repository, decl.git_tag, Path(tmp) / "repo")
             commit = export_git(settings, clone, "HEAD", out, keep, decl.name)
         return "git clone", decl.git_tag, commit
     if decl.url:
-        with tempfile.TemporaryDirectory(prefix="mlxb-dl-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="download-", dir=out.parent) as tmp:
             name = decl.url.rstrip("/").rsplit("/", 1)[-1] or "download"
             archive = download(decl.url, Path(tmp) / name)
             extract_archive(archive, out)

@@ -283,7 +283,14 @@ def verify_record(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         rec_name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
         rows = {}
-        for row in csv.reader(io.StringIO(zf.read(rec_name).decode())):
+        try:
+            table = list(csv.reader(io.StringIO(zf.read(rec_name).decode())))
+        except csv.Error as exc:
+            raise ValueError(f"RECORD is not CSV: {exc}") from None
+        for row in table:
+            if row and len(row) != 3:
+                raise ValueError(f"RECORD row {','.join(row)[:80]!r} has {len(row)} "
+                                 "columns, not 3")
             if row:
                 rows[row[0]] = (row[1], row[2])
         for name in zf.namelist():

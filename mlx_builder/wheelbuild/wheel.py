@@ -42,7 +42,7 @@ from typing import Any
 from packaging.version import Version
 from rich.progress import Progress, TaskID
 
-from mlx_builder import locks, process
+from mlx_builder import locks, outputs, process
 from mlx_builder.console import console, err_console, progress
 from mlx_builder.errors import BuildError
 from mlx_builder.process import StepRunner
@@ -420,12 +420,24 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
     environment of registry packages) or 'auto' (pypi unless offline without
     it); ``target_platform`` other than the host's cross-builds."""
     start = time.monotonic()
+    outputs.check_out_dir(Path(out_dir), "--out")
     plan = make_plan(settings, source, targets, from_bundle, bundle_sha256)
+    outputs.check_out_dir(Path(out_dir), "--out", expected_wheel_bytes(plan.targets))
     with locks.build_lock(settings, build_folder(settings, plan, target_platform)):
         p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args,
                      toolchain=toolchain, cuda_major=cuda_major,
                      target_platform=target_platform)
         return _build_wheel(settings, p, out_dir, manylinux, start, manylinux_floor)
+
+
+# What a wheel of each backend needs in --out, checked before the compile
+# (today's wheels: CUDA about 200-350 MiB with every arch, Metal and CPU
+# under 60 MiB), with room to spare.
+_WHEEL_BYTES = {"cuda": 600 * 2**20, "metal": 120 * 2**20, "cpu": 100 * 2**20}
+
+
+def expected_wheel_bytes(targets: TargetSet) -> int:
+    return _WHEEL_BYTES.get(targets.backend, _WHEEL_BYTES["cuda"])
 
 
 def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool,
@@ -568,6 +580,12 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
     try:
         return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires,
                       extras=BACKEND_EXTRAS)
+    except OSError as exc:
+        failed = outputs.disk_error(exc, f"cannot write the wheel into --out {out_dir}")
+        failed.next_step = (f"the built wheel (without its manifest) is kept at {raw}; "
+                            f"{failed.next_step}: the next build reuses the build folder")
+        work_dir = None                  # keep the repaired wheel named there
+        raise failed from None
     finally:
         if work_dir is not None:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -56,12 +56,12 @@ int gemv_group(int group, int variant, const void* x, const void* w,
 template <typename T, int BITS, int GROUP>
 int launch_dequant(const void* w, const void* s, const void* b, void* out,
                    int64_t N, int K, cudaStream_t st) {
-  constexpr int VALS = 128 / BITS;
-  int64_t chunks = N * (K / VALS);
-  int64_t blocks = (chunks + 255) / 256;
-  int grid = int(blocks < 132 * 16 ? blocks : 132 * 16);
+  // The same grid as MLX's launcher: 4 words per thread and step.
+  int64_t words = N * (K * BITS / 32);
+  int64_t blocks = (words + 1023) / 1024;
+  int grid = int(blocks < 65536 ? blocks : 65536);
   dequant_kernel<T, BITS, GROUP><<<grid, 256, 0, st>>>(
-      (const uint32_t*)w, (const T*)s, (const T*)b, (T*)out, N, K);
+      (const uint32_t*)w, (const T*)s, (const T*)b, (T*)out, words);
   return int(cudaGetLastError());
 }
 

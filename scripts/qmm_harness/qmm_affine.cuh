@@ -286,53 +286,58 @@ __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
   }
 }
 
-// Dequantize W to a dense [N, K] matrix of T (one 16-byte chunk of W per
-// thread), for the prefill path that hands the product to cuBLAS.
-template <typename T, int BITS, int GROUP>
+// Dequantize W to a dense [N, K] matrix of T, for the prefill path that
+// hands the product to cuBLAS. One 32-bit word of W per thread and step, so
+// that a warp reads 128 contiguous bytes and writes 512 (4-bit) or 256
+// (8-bit) contiguous bytes; UNROLL words are loaded before any is used.
+// Groups never straddle rows (K % GROUP == 0), so W, the scales and the
+// output are indexed as flat arrays.
+template <typename T, int BITS, int GROUP, int UNROLL = 4>
 __global__ void __launch_bounds__(256) dequant_kernel(
     const uint32_t* __restrict__ w,
     const T* __restrict__ scales,
     const T* __restrict__ biases,
     T* __restrict__ out,
-    int64_t n_rows,
-    int K) {
+    int64_t words) {
   using V = typename Vec2<T>::type;
-  constexpr int VALS = 128 / BITS;
-  const int chunks_per_row = K / VALS;
-  const int64_t total = n_rows * chunks_per_row;
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < total;
-       c += int64_t(gridDim.x) * blockDim.x) {
-    int64_t row = c / chunks_per_row;
-    int kc = int(c - row * chunks_per_row);
-    int k = kc * VALS;
-    int64_t gi = row * (K / GROUP) + k / GROUP;
-    T s = scales[gi], b = biases[gi];
-    uint4 wv = ld_stream(reinterpret_cast<const uint4*>(w) + c);
-    const uint32_t* pw = reinterpret_cast<const uint32_t*>(&wv);
-    uint4* dst = reinterpret_cast<uint4*>(out + row * int64_t(K) + k);
-    if constexpr (BITS == 4) {
-      V s2 = V(s, s), b2 = V(b, b);
+  constexpr int VALS = 32 / BITS;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * UNROLL;
+  for (int64_t i0 = int64_t(blockIdx.x) * blockDim.x * UNROLL + threadIdx.x;
+       i0 < words;
+       i0 += stride) {
+    uint32_t wv[UNROLL];
+    T s[UNROLL], b[UNROLL];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+    for (int u = 0; u < UNROLL; ++u) {
+      int64_t i = i0 + int64_t(u) * blockDim.x;
+      if (i < words) {
+        wv[u] = __ldg(w + i);
+        int64_t g = i * VALS / GROUP;
+        s[u] = scales[g];
+        b[u] = biases[g];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      int64_t i = i0 + int64_t(u) * blockDim.x;
+      if (i >= words) {
+        continue;
+      }
+      if constexpr (BITS == 4) {
         uint32_t d[4];
-        dequant_word4<T>(pw[j], s2, b2, d);
+        dequant_word4<T>(wv[u], V(s[u], s[u]), V(b[u], b[u]), d);
         // d holds (n0,n4) (n1,n5) (n2,n6) (n3,n7): restore K order.
         uint4 o;
         o.x = prmt(d[0], d[1], 0x5410u);
         o.y = prmt(d[2], d[3], 0x5410u);
         o.z = prmt(d[0], d[1], 0x7632u);
         o.w = prmt(d[2], d[3], 0x7632u);
-        dst[j] = o;
-      }
-    } else {
-      float fs = float(s), fb = float(b);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        uint4 o;
-        uint32_t* po = reinterpret_cast<uint32_t*>(&o);
-        dequant_word8<T>(pw[2 * j], fs, fb, po);
-        dequant_word8<T>(pw[2 * j + 1], fs, fb, po + 2);
-        dst[j] = o;
+        reinterpret_cast<uint4*>(out)[i] = o;
+      } else {
+        uint2 o;
+        dequant_word8<T>(
+            wv[u], float(s[u]), float(b[u]), reinterpret_cast<uint32_t*>(&o));
+        reinterpret_cast<uint2*>(out)[i] = o;
       }
     }
   }

@@ -444,3 +444,61 @@ def test_an_aarch64_gb10_host_gets_the_aarch64_sm121_wheel(tmp_path):
     # an older glibc than the wheel's floor takes none of them
     old = _choose(h, {FAKE_GPU_ENV: "sm_121", FAKE_PLATFORM_ENV: "manylinux_2_31_aarch64"})
     assert old.chosen is None
+
+
+# ---------------------------------------------------------------- what the index may claim
+
+def test_an_entry_whose_tags_contradict_its_file_name_is_not_chosen(house):
+    listing = json.loads((house / "index.json").read_text())
+    cpu = next(w for w in listing["wheels"] if "+mlxb.cpu-" in w["filename"])
+    liar = {**cpu, "filename": cpu["filename"].replace("+mlxb.cpu-", "+mlxb.cpux-")
+            .rsplit("-", 3)[0] + "-cp20-cp20-win32.whl"}
+    liar["url"] = liar["filename"]
+    liar["manifest"] = {**cpu["manifest"], "version": "0.32.2+mlxb.cpux"}
+    liar["version"] = "0.32.2+mlxb.cpux"              # newer: chosen were it believed
+    host = detect_host(env={FAKE_GPU_ENV: "none"})
+    choice = choose_wheel([(cpu, "a"), (liar, "b")], host)
+    assert choice.chosen.filename == cpu["filename"]
+    assert "file name contradicts" in next(c.reason for c in choice.candidates
+                                           if c.filename == liar["filename"])
+
+
+def test_a_renamed_wheel_is_refused_before_install(tmp_path):
+    from mlx_builder.prebuilt.install import fetch_verified, file_sha256
+    wheel = make_wheel(tmp_path / "h", "0.32.1+mlxb.cpu", manifest=manifest_for("cpu"))
+    renamed = wheel.with_name(wheel.name.rsplit("-", 3)[0] + "-py3-none-any.whl")
+    wheel.rename(renamed)
+    with pytest.raises(WheelError, match="file name's tags contradict") as exc:
+        fetch_verified(str(renamed), file_sha256(renamed), tmp_path / "dl")
+    assert "WHEEL file declares" in exc.value.why
+
+
+def test_a_download_cut_short_is_a_fetch_error_not_tampering(tmp_path):
+    import socket
+    import threading
+
+    from mlx_builder.errors import FetchError
+    from mlx_builder.prebuilt.install import fetch_verified
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"PK" * 100)
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/mlx-1-py3-none-any.whl"
+    with pytest.raises(FetchError, match="cannot download") as exc:
+        fetch_verified(url, "0" * 64, tmp_path / "dl")
+    assert "IncompleteRead" in exc.value.why
+    server.close()
+
+
+def test_an_index_link_must_name_the_wheel_it_lists(house):
+    listing = load_listing(str(house))
+    entry = {**listing.wheels[0], "url": "../../elsewhere/evil.whl"}
+    with pytest.raises(WheelError, match="the index links") as exc:
+        listing.locate(entry)
+    assert "does not name the wheel" in exc.value.why

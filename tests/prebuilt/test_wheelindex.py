@@ -173,3 +173,38 @@ def test_variants_keep_cuda_majors_and_targets_apart(tmp_path):
     for name, simple in result.variants.items():
         hrefs = [a["href"] for a in _links(simple / "mlx" / "index.html")]
         assert len(hrefs) == 1, (name, hrefs)
+
+
+def test_index_folder_is_locked(tmp_path, held):
+    from mlx_builder.errors import LockError
+    house = tmp_path / "house"
+    make_wheel(house, manifest=manifest_for("cpu"))
+    held(house / ".index.json.lock")
+    with pytest.raises(LockError, match="index folder"):
+        write_index(house, no_wait=True)
+    assert not (house / "index.json").exists()
+
+
+def test_a_failed_index_write_keeps_the_old_index(tmp_path, monkeypatch):
+    import errno
+
+    from mlx_builder.errors import FileSystemError
+    house = tmp_path / "house"
+    make_wheel(house, manifest=manifest_for("cpu"))
+    write_index(house)
+    before = {p: p.read_bytes() for p in house.rglob("*.html")} | \
+        {house / "index.json": (house / "index.json").read_bytes()}
+    make_wheel(house, "0.32.2+mlxb.cpu", manifest=manifest_for("cpu"))
+    real = Path.write_bytes
+
+    def full(self, data):
+        if self.name.startswith(".index.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr(Path, "write_text", lambda self, text, **k: full(self, text.encode()))
+    with pytest.raises(FileSystemError, match="cannot write") as exc:
+        write_index(house)
+    assert "disk is full" in exc.value.why
+    assert {p: p.read_bytes() for p in before} == before
+    assert not [p for p in house.rglob(".*part-*")]

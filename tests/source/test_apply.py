@@ -116,6 +116,31 @@ def test_clean_tree_is_repointed_and_old_tip_kept(upstream, tmp_path):
     assert len(_log(second.path)) == 3
 
 
+
+def test_commits_on_a_detached_head_are_kept_and_named(upstream, tmp_path, capsys,
+                                                     isolated_env):
+    from mlx_builder.cli import main
+    settings = upstream.settings()
+    first = prepare_tree(settings, "0.2.0", dest=tmp_path / "wt")
+    git(first.path, "checkout", "-q", "--detach")
+    git(first.path, "commit", "-q", "--allow-empty", "-m", "work on a detached head")
+    mine = git(first.path, "rev-parse", "HEAD")
+    again = prepare_tree(settings, "0.2.0", dest=tmp_path / "wt")
+    assert again.previous == mine
+    assert git(first.path, "rev-parse", f"refs/mlx-builder/kept/{mine}") == mine
+    assert git(first.path, "rev-parse", "refs/mlx-builder/previous") == mine
+    git(first.path, "checkout", "-q", "--detach")
+    git(first.path, "commit", "-q", "--allow-empty", "-m", "more")
+    more = git(first.path, "rev-parse", "HEAD")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--mlx-repo", str(upstream.path), "--patches-dir", str(upstream.patches_dir),
+              "--cache-dir", str(settings.cache_dir), "apply", "--mlx", "0.2.0",
+              "--dest", str(first.path)])
+    assert exit_.value.code == 0
+    assert f"previous commit {more[:12]} is kept as refs/mlx-builder/kept/{more}" in \
+        capsys.readouterr().out.replace("\n", " ")
+
+
 def test_non_git_dest_is_refused(upstream, tmp_path):
     dest = tmp_path / "stuff"
     dest.mkdir()

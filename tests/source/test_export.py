@@ -203,6 +203,69 @@ def test_export_repairs_its_own_files_and_sums(upstream, tree):
     load_index(upstream.patches_dir)
 
 
+# ---------------------------------------------------------------- all or nothing
+
+def test_a_failed_export_writes_nothing(upstream, tree, monkeypatch):
+    from pathlib import Path
+
+    from mlx_builder.errors import FileSystemError
+    series_dir = upstream.patches_dir / "v0.1"
+    for name in ("0010-chunked-sdpa-fallback.patch", "0020-cuda-tiled-flash-attention.patch"):
+        path = series_dir / name
+        path.write_text(path.read_text().replace("Why: tests need", "Why: tests wanted"))
+    before = tree_digest(upstream.patches_dir)
+    real = Path.write_bytes
+
+    def disk_full_at_0020(self, data):
+        if "0020-cuda" in self.name:
+            raise OSError(28, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full_at_0020)
+    with pytest.raises(FileSystemError, match="cannot write") as exc:
+        export_series(upstream.settings(), "v0.1", str(tree.path))
+    assert "disk is full" in exc.value.why
+    assert tree_digest(upstream.patches_dir) == before
+
+
+TARGET_SPECS = [
+    PatchSpec("0001-metal-steel.patch", "metal", "metal: steel attention",
+              {"mlx/backend/metal/sdpa.metal": ("metal_line_10 = 10;", "metal_line_10 = 256;")}),
+    PatchSpec("0010-everywhere.patch", "all", "sdpa: ask every backend",
+              {"mlx/backend/metal/sdpa.metal": ("metal_line_30 = 30;", "metal_line_30 = ask();"),
+               "mlx/attention.cpp": ("attention_line_20 = 20;", "attention_line_20 = ask();")}),
+    PatchSpec("0020-cuda-route.patch", "cuda", "cuda: route",
+              {"mlx/backend/cuda/sdpa.cu": ("cuda_line_10 = 10;", "cuda_line_10 = route();")}),
+]
+
+
+@pytest.mark.parametrize("target", ["all", "metal", "cuda", "cpu"])
+def test_export_is_the_same_from_a_tree_of_any_target(make_upstream, tmp_path, target):
+    """0010 changes a file that the metal patch before it changed too: its
+    text (blob ids, offsets) depends on whether that patch was applied, and
+    a tree of any target still checks clean and exports the same files."""
+    up = make_upstream(series=False)
+    up.add_series("v0.1", "v0.1.0", ">=0.1.0,<0.2", specs=TARGET_SPECS)
+    settings = up.settings()
+    tree = prepare_tree(settings, "0.1.0", target=target, dest=tmp_path / target)
+    before = tree_digest(up.patches_dir)
+    assert export_series(settings, "v0.1", str(tree.path), check=True).clean
+    result = export_series(settings, "v0.1", str(tree.path))
+    assert result.written == () and tree_digest(up.patches_dir) == before
+
+
+def test_a_real_change_is_still_stale_on_a_tree_of_another_target(make_upstream, tmp_path):
+    up = make_upstream(series=False)
+    up.add_series("v0.1", "v0.1.0", ">=0.1.0,<0.2", specs=TARGET_SPECS)
+    tree = prepare_tree(up.settings(), "0.1.0", target="cpu", dest=tmp_path / "cpu")
+    _edit_last_commit(tree.path, "mlx/attention.cpp", "ask()", "ask(1)")
+    with pytest.raises(StaleExportError, match=r"stale: 0010-everywhere\.patch"):
+        export_series(up.settings(), "v0.1", str(tree.path), check=True)
+    git(tree.path, "commit", "-q", "--amend", "-m", "sdpa: ask every backend, again")
+    with pytest.raises(StaleExportError, match="extra"):
+        export_series(up.settings(), "v0.1", str(tree.path), check=True)
+
+
 # ---------------------------------------------------------------- offsets
 
 CHUNKED = "0010-chunked-sdpa-fallback.patch"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +13,7 @@ import pytest
 from fakes import dep_repo, fake_mlx
 from gitfixture import git
 
-from mlx_builder.errors import BundleError, TargetError
+from mlx_builder.errors import BundleError, FileSystemError, LockError, TargetError
 from mlx_builder.settings import Settings
 from mlx_builder.source.series import PatchEntry
 from mlx_builder.wheelbuild.bundle import (
@@ -187,7 +189,8 @@ def test_bundle_json_hashes_every_file_and_the_archive_hash_lies_beside(made):
 
 @pytest.mark.parametrize("edit, why", [
     (_changed("/mlx/setup.py", b"print('evil')\n"), "mlx/setup.py: sha256 differs"),
-    (_changed("deps/fmt/include/fmt/core.h", b"// evil\n"), "core.h: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// bad\n"), "core.h: sha256 differs"),
+    (_changed("deps/fmt/include/fmt/core.h", b"// larger\n"), "core.h: 10 bytes, bundle.json lists 7"),
     (lambda n, d: [] if n.endswith("/mlx/CMakeLists.txt") else [(n, d)], "CMakeLists.txt: missing"),
     (lambda n, d: [(n, d)] + ([(n.rsplit("/", 1)[0] + "/mlx/extra.py", b"x")]
                               if n.endswith("/mlx/setup.py") else []), "extra.py: not in bundle.json"),
@@ -304,3 +307,235 @@ def test_a_bundle_with_toolchain_carries_the_build_environment_wheels(world, mon
     plain = open_bundle(make_settings(world.tmp, "node2"),
                         write_bundle(s, world.mlx, targets, world.tmp / "plain.tar.gz"))
     assert plain.toolchain_dir is None
+
+
+# ----------------------------------------------------------------- writing safely
+
+def test_a_second_bundle_to_the_same_out_waits_for_the_first(world, held):
+    out = world.tmp / "dist" / "b.tar.gz"
+    out.parent.mkdir()
+    held(out.parent / ".b.tar.gz.lock")
+    s = Settings(cache_dir=world.tmp / "cache", offline=True, no_wait=True,
+                 dep_sources={"fmt": str(world.fmt)})
+    with pytest.raises(LockError, match="in use by another mlx-builder run"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    assert list(out.parent.iterdir()) == [out.parent / ".b.tar.gz.lock"]
+
+
+def test_a_run_stopped_between_bundle_and_hash_leaves_no_stale_hash(world, monkeypatch):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    out = world.tmp / "dist" / "b.tar.gz"
+    write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    (world.mlx / "untracked.txt").write_text("changed since the first bundle\n")
+    real = os.replace
+
+    def stop_at_the_hash(src, dst):
+        if str(dst).endswith(".sha256"):
+            raise KeyboardInterrupt              # as if stopped right here
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", stop_at_the_hash)
+    monkeypatch.setattr(Path, "replace", lambda self, dst: stop_at_the_hash(self, dst))
+    with pytest.raises(KeyboardInterrupt):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out)
+    monkeypatch.undo()
+    plan = open_bundle(make_settings(world.tmp, "node"), out)     # no HashMismatchError
+    assert (plan.src / "untracked.txt").read_text() == "changed since the first bundle\n"
+    assert [p.name for p in out.parent.iterdir() if ".part" in p.name] == []
+
+
+def test_the_leftovers_of_a_killed_bundle_run_are_removed(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    out.parent.mkdir()
+    for name in ("b.tar.gz.part", ".b.tar.gz.part-x1", ".b.tar.gz.sha256.part-x2"):
+        (out.parent / name).write_bytes(b"half")
+    write_bundle(make_settings(world.tmp, fmt=world.fmt), world.mlx, parse_targets("cpu"), out)
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        ".b.tar.gz.lock", "b.tar.gz", "b.tar.gz.sha256"]
+
+
+def test_bundle_out_that_cannot_be_written_fails_before_any_work(world, monkeypatch):
+    (world.tmp / "afile").write_text("x")
+    called = []
+    monkeypatch.setattr("mlx_builder.wheelbuild.bundle.tree_files",
+                        lambda root: called.append(root) or [])
+    with pytest.raises(FileSystemError, match="cannot create --out"):
+        write_bundle(make_settings(world.tmp, fmt=world.fmt), world.mlx, parse_targets("cpu"),
+                     world.tmp / "afile" / "sub" / "b.tar.gz")
+    assert called == []
+
+
+# ----------------------------------------------------------------- unpacking safely
+
+def _craft(made, extra=(), files=None, meta_text=None, drop=()) -> Path:
+    """A copy of the made bundle (no .sha256 beside it) with ``extra``
+    members (name, type, data or link target) added, ``files`` entries added
+    to bundle.json, or bundle.json replaced by ``meta_text``."""
+    import gzip
+    import io
+    with tarfile.open(made.path) as tf:
+        members = [(m, tf.extractfile(m).read() if m.isfile() else None) for m in tf.getmembers()]
+    top = members[0][0].name.split("/")[0]
+    dst = made.tmp / "crafted.tar.gz"
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as out:
+        def add(name, kind, data):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kind, 0o644
+            if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = data
+                out.addfile(info)
+            else:
+                info.size = len(data or b"")
+                out.addfile(info, io.BytesIO(data or b""))
+        for m, data in members:
+            if m.name.endswith("/" + BUNDLE_JSON):
+                meta = json.loads(data)
+                meta["files"].update(files or {})
+                data = (meta_text(top) if meta_text else json.dumps(meta)).encode()
+            if m.name.split("/", 1)[1] not in drop:
+                add(m.name, m.type, data)
+        for name, kind, data in extra:
+            add(name.replace("TOP", top), kind, data)
+    return dst
+
+
+REG, SYM, LNK = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
+
+
+@pytest.mark.parametrize("extra, files, why", [
+    ([("TOP/bundle.json", REG, b"{}")], {}, "bundle.json twice"),
+    ([("TOP/mlx/setup.py", REG, b"print('second')\n")], {}, "twice"),
+    # a -> b/../../.. looks inside while b does not exist yet; b -> ../.. then
+    # makes a point three levels above the unpack folder
+    ([("TOP/mlx/a", SYM, "b/../../.."), ("TOP/mlx/b", SYM, "../..")],
+     {"mlx/a": {"link": "b/../../.."}, "mlx/b": {"link": "../.."}}, "another link"),
+    ([("TOP/mlx/out", SYM, "../../x")], {"mlx/out": {"link": "../../x"}}, "outside the bundle"),
+    ([("TOP/mlx/abs", SYM, "/etc/passwd")], {"mlx/abs": {"link": "/etc/passwd"}}, "absolute"),
+    ([("TOP/mlx/d", SYM, "."), ("TOP/mlx/d/x", REG, b"x")],
+     {"mlx/d": {"link": "."}, "mlx/d/x": {"sha256": "0" * 64}}, "below a symbolic link"),
+    ([("TOP/mlx/hard", LNK, "TOP/mlx/setup.py")], {"mlx/hard": {"sha256": "0" * 64}}, "hard link"),
+    ([("evil.txt", REG, b"x")], {}, "top-level entries"),
+    ([("TOP/notes.txt", REG, b"x")], {}, "beside bundle.json"),
+], ids=["two bundle.json", "a member twice", "link chain", "link out", "absolute link",
+        "below a link", "hard link", "file beside the top folder", "file beside bundle.json"])
+def test_an_unsafe_member_is_refused_with_34_before_anything_is_unpacked(made, extra, files, why):
+    bad = _craft(made, extra, files)
+    with pytest.raises(BundleError) as exc:
+        open_bundle(made.node, bad)
+    assert why in exc.value.what + exc.value.why and exc.value.exit_code == 34
+    assert exc.value.why and exc.value.next_step
+    bundles = made.node.worktrees_dir / "bundles"
+    assert [p.name for p in bundles.iterdir() if not p.name.endswith(".lock")] == []
+    assert not (made.tmp / "x").exists()
+
+
+def test_bundle_json_with_a_key_twice_is_refused(made):
+    def twice(top):
+        meta = read_bundle_json(made.path)
+        text = json.dumps(meta)
+        return text[:-1] + ', "target": {"spec": "cuda-sm90", "backend": "cuda", "archs": []}}'
+    bad = _craft(made, meta_text=twice)
+    for opener in (read_bundle_json, lambda p: open_bundle(made.node, p)):
+        with pytest.raises(BundleError) as exc:
+            opener(bad)
+        assert "'target' appears twice" in exc.value.why
+
+
+def test_an_unlisted_member_is_refused_before_it_is_written(made, monkeypatch):
+    written = []
+    real = shutil.copyfileobj
+    monkeypatch.setattr(shutil, "copyfileobj",
+                        lambda src, dst, *a: (written.append(dst.name), real(src, dst, *a)))
+    bad = _craft(made, [("TOP/mlx/big.bin", REG, b"\0" * 300_000)])
+    with pytest.raises(BundleError, match=r"does not match its bundle\.json") as exc:
+        open_bundle(made.node, bad)
+    assert "big.bin: not in bundle.json" in exc.value.why
+    assert not any(name.endswith("big.bin") for name in written)
+
+
+def test_a_full_disk_while_unpacking_is_33_not_a_bad_bundle(made, monkeypatch):
+    import errno
+
+    from mlx_builder.errors import FileSystemError
+
+    def full(src, dst, *a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    with pytest.raises(FileSystemError) as exc:
+        open_bundle(made.node, made.path)
+    assert exc.value.exit_code == 33 and "disk is full" in exc.value.why
+
+
+def test_a_killed_unpack_of_another_bundle_is_cleaned_up(made):
+    bundles = made.node.worktrees_dir / "bundles"
+    (bundles / ".unpack-0123456789abcdef-k1ll3d").mkdir(parents=True)
+    open_bundle(made.node, made.path)
+    assert not (bundles / ".unpack-0123456789abcdef-k1ll3d").exists()
+
+
+# ----------------------------------------------------------------- runs at once, runs killed
+
+def _cli(world, *args: str, kill_at: str | None = None, cache: str = "cache"):
+    """``mlx-builder ARGS`` as its own process (offline; fmt from the world)."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLX_BUILDER_")}
+    env.update(XDG_CONFIG_HOME=str(world.tmp / "xdg"), MLX_BUILDER_DEP_FMT=str(world.fmt))
+    if kill_at:
+        env["MLX_BUILDER_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-m", "mlx_builder", "--cache-dir",
+                             str(world.tmp / cache), "--offline", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.integration
+def test_three_bundle_runs_to_one_out_all_end_with_a_matching_hash(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    runs = [_cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu",
+                 "--out", str(out), cache=f"cache{n}") for n in range(3)]
+    results = [(run.wait(timeout=120), run.communicate()) for run in runs]
+    assert all(rc == 0 for rc, _ in results), results
+    side = out.with_name(out.name + ".sha256").read_text().split()[0]
+    assert side == file_sha256(out)
+    assert open_bundle(make_settings(world.tmp, "node"), out).label
+
+
+@pytest.mark.integration
+def test_a_bundle_run_killed_between_its_renames_leaves_a_bundle_that_opens(world):
+    out = world.tmp / "dist" / "b.tar.gz"
+    first = _cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu", "--out", str(out))
+    assert first.wait(timeout=120) == 0, first.communicate()
+    (world.mlx / "untracked.txt").write_text("changed since the first bundle\n")
+    killed = _cli(world, "bundle", "--source", str(world.mlx), "--target", "cpu", "--out",
+                  str(out), kill_at="between-renames")
+    assert killed.wait(timeout=120) == -9
+    plan = open_bundle(make_settings(world.tmp, "node"), out)
+    assert (plan.src / "untracked.txt").read_text() == "changed since the first bundle\n"
+
+
+@pytest.mark.integration
+def test_a_killed_unpack_is_removed_by_the_next_run(world):
+    s = make_settings(world.tmp, fmt=world.fmt)
+    path = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "b.tar.gz")
+    killed = _cli(world, "build", "--from-bundle", str(path), "--configure-only",
+                  kill_at="bundle-unpacked", cache="node")
+    assert killed.wait(timeout=120) == -9
+    bundles = make_settings(world.tmp, "node").worktrees_dir / "bundles"
+    assert [p for p in bundles.iterdir() if p.name.startswith(".unpack-")]
+    (world.mlx / "untracked.txt").write_text("another bundle\n")
+    other = write_bundle(s, world.mlx, parse_targets("cpu"), world.tmp / "c.tar.gz")
+    open_bundle(make_settings(world.tmp, "node"), other)
+    assert not [p for p in bundles.iterdir() if p.name.startswith(".unpack-")]
+
+
+def test_a_cache_entry_changed_after_planning_is_not_packed(world):
+    from mlx_builder.errors import DepsError
+    s = make_settings(world.tmp, fmt=world.fmt)
+    plan = plan_from_tree(s, world.mlx, parse_targets("cpu"))
+    fmt = next(d for d in plan.deps.deps if d.name == "fmt")
+    (fmt.path / "include/fmt/core.h").write_text("// changed in the cache\n")
+    out = world.tmp / "dist" / "b.tar.gz"
+    with pytest.raises(DepsError, match="changed after it was checked"):
+        write_bundle(s, world.mlx, parse_targets("cpu"), out, plan=plan)
+    assert not out.exists()

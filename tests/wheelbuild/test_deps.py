@@ -163,6 +163,62 @@ def test_cache_is_reused_and_refresh_refills(tmp_path):
     assert third.sha256 != first.sha256
 
 
+
+R = decl("r", git_repository="https://github.com/o/r.git", git_tag="v1.0")
+
+
+@pytest.fixture
+def cached(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.h": "1\n"})
+    return repo, fill(settings(tmp_path, r=repo), R)
+
+
+def test_a_changed_cache_entry_is_fetched_again_with_a_note(tmp_path, cached, capsys):
+    repo, first = cached
+    (first.path / "a.h").write_text("edited in the cache\n")
+    capsys.readouterr()
+    again = fill(settings(tmp_path, r=repo), R)
+    assert "cache entry of r v1.0 is damaged" in capsys.readouterr().err
+    assert (again.path / "a.h").read_text() == "1\n" and again.sha256 == first.sha256
+
+
+def test_a_changed_cache_entry_without_a_source_is_an_error_not_used(tmp_path, cached):
+    _, first = cached
+    (first.path / "a.h").write_text("edited in the cache\n")
+    with pytest.raises(DepsError, match="offline") as exc:
+        fill(settings(tmp_path), R)
+    assert "is damaged and was not used" in exc.value.why
+
+
+@pytest.mark.parametrize("record", [b"{not json", b"[1, 2]", b'{"pin": "v1.0"}', b"\xff\xfe"])
+def test_a_damaged_cache_record_is_fetched_again(tmp_path, cached, capsys, record):
+    repo, first = cached
+    (first.path / ".mlxb-dep.json").write_bytes(record)
+    again = fill(settings(tmp_path, r=repo), R)
+    assert "is damaged" in capsys.readouterr().err and again.sha256 == first.sha256
+    assert json.loads((again.path / ".mlxb-dep.json").read_text())["sha256"] == first.sha256
+
+
+def test_a_cache_entry_is_filled_by_one_run_at_a_time(tmp_path, held):
+    from mlx_builder.errors import LockError
+    s = Settings(cache_dir=tmp_path / "cache", offline=True, no_wait=True,
+                 dep_sources={"r": str(make_repo(tmp_path / "r", {"a.h": "1\n"}))})
+    held(s.cache_dir / "locks" / f"dep-{cache_path(s, R).name}.lock")
+    with pytest.raises(LockError, match="dependency cache entry"):
+        fill(s, R)
+    assert not cache_path(s, R).exists()
+
+
+def test_a_killed_fill_leaves_nothing_after_the_next_run(tmp_path):
+    s = settings(tmp_path, r=make_repo(tmp_path / "r", {"a.h": "1\n"}))
+    deps = s.deps_dir
+    deps.mkdir(parents=True)
+    (deps / ".r-v1.0.part-abc").mkdir()
+    (deps / ".r-k2j4h5g6").mkdir()                 # an earlier version's scratch name
+    fill(s, R)
+    assert sorted(p.name for p in deps.iterdir()) == ["r-v1.0"]
+
+
 TREE_CMAKE = '''
 option(MLX_BUILD_GGUF "gguf" ON)
 option(MLX_BUILD_CUDA "cuda" OFF)
@@ -253,3 +309,45 @@ def test_deps_command_lists_and_fills(tmp_path):
     out = json.loads(filled.output[filled.output.index("{"):])
     assert [d["name"] for d in out["deps"]] == ["fmt", "gguflib"] and out["disabled"] == []
     assert all(Path(d["path"]).is_dir() for d in out["deps"])
+
+
+def _deps_run(tmp_path, tree, fmt, gguf, kill_at=None):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLX_BUILDER_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), MLX_BUILDER_DEP_FMT=str(fmt),
+               MLX_BUILDER_DEP_GGUF_TOOLS=str(gguf))
+    if kill_at:
+        env["MLX_BUILDER_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-m", "mlx_builder", "--cache-dir",
+                             str(tmp_path / "c"), "--offline", "deps", "--source", str(tree),
+                             "--target", "cpu"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def cold(tmp_path):
+    return (mlx_tree(tmp_path / "mlx"),
+            make_repo(tmp_path / "fmt", {"include/fmt/core.h": "//\n"}, tags=("12.1.0",)),
+            make_repo(tmp_path / "gguf", {"gguflib.c": "//\n"}, tags=("abc",)))
+
+
+@pytest.mark.integration
+def test_three_deps_runs_on_a_cold_cache_all_succeed(tmp_path, cold):
+    runs = [_deps_run(tmp_path, *cold) for _ in range(3)]
+    results = [(run.wait(timeout=120), run.communicate()[1]) for run in runs]
+    assert all(rc == 0 for rc, _ in results), results
+    deps = tmp_path / "c" / "deps"
+    assert sorted(p.name for p in deps.iterdir()) == ["fmt-12.1.0", "gguflib-abc"]
+
+
+@pytest.mark.integration
+def test_a_deps_run_killed_mid_fill_leaves_nothing_after_the_next(tmp_path, cold):
+    killed = _deps_run(tmp_path, *cold, kill_at="dep-fetched")
+    assert killed.wait(timeout=120) == -9
+    deps = tmp_path / "c" / "deps"
+    assert [p for p in deps.iterdir() if p.name.startswith(".")]
+    again = _deps_run(tmp_path, *cold)
+    assert again.wait(timeout=120) == 0, again.communicate()
+    assert sorted(p.name for p in deps.iterdir()) == ["fmt-12.1.0", "gguflib-abc"]

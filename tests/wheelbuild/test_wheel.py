@@ -4,6 +4,7 @@ end-to-end pip build of a tiny stand-in MLX project (no compiler needed)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -413,3 +414,37 @@ def test_a_cuda_build_is_labelled_with_its_toolkits_major(tmp_path, monkeypatch,
     with pytest.raises(BuildError, match="CUDA version of nvcc"):
         build_mod._prepare(settings, plan, False, sys.executable, False, (),
                            check_python=False, toolchain="system")
+
+
+def test_out_without_room_for_the_wheel_fails_before_the_build(tmp_path, no_toolchain, monkeypatch):
+    from collections import namedtuple
+
+    from mlx_builder.errors import FileSystemError
+    src = fake_mlx(tmp_path / "mlx")
+    fmt = dep_repo(tmp_path / "fmt", "12.1.0", {"include/fmt/core.h": "// fmt\n"})
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True, dep_sources={"fmt": str(fmt)})
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10 * 2**20, 9 * 2**20, 2**20))
+    started = []
+    monkeypatch.setattr(build_mod, "_prepare", lambda *a, **k: started.append(a))
+    with pytest.raises(FileSystemError, match="has 1 MiB free") as exc:
+        build_mod.build_wheel(settings, src, parse_targets("cpu"), tmp_path / "dist")
+    assert "needs about 100 MiB" in exc.value.why and started == []
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_wheel_that_cannot_go_into_out_is_kept_and_named(tmp_path, monkeypatch):
+    import errno
+
+    from mlx_builder.errors import FileSystemError
+    plan = plan_for(tmp_path, "cpu")
+    raw = fake_wheel(tmp_path / f"mlx-{plan.label}-py3-none-any.whl", plan.label)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(build_mod, "inject", full)
+    with pytest.raises(FileSystemError) as exc:
+        build_mod.finish_wheel(raw, plan, Toolchain(()), tmp_path, tmp_path / "d", [], "tree",
+                               sys.executable)
+    assert exc.value.exit_code == 33 and "disk is full" in exc.value.why
+    assert f"kept at {raw}" in exc.value.next_step and raw.is_file()
