@@ -33,7 +33,67 @@ def _discover() -> list[click.Command]:
     return found
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _takes_value(opt: click.Parameter) -> bool:
+    return isinstance(opt, click.Option) and not opt.is_flag and not opt.count
+
+
+def _option_map(cmd: click.Command) -> dict[str, click.Parameter]:
+    return {name: p for p in cmd.params if isinstance(p, click.Option)
+            for name in (*p.opts, *p.secondary_opts)}
+
+
+def _split(token: str, known: dict[str, click.Parameter]) -> tuple[str | None, bool]:
+    """(option name, whether its value is attached) of ``token`` if it is one
+    of ``known`` (``--jobs=4``, ``-j4``, ``-vv``), else (None, False)."""
+    if token in known:
+        return token, False
+    name, eq, _ = token.partition("=")
+    if eq and name.startswith("--") and name in known:
+        return name, True
+    if len(token) > 2 and token[0] == "-" and token[1] != "-":
+        short = token[:2]
+        if short in known and (_takes_value(known[short]) or set(token[1:]) == {token[1]}):
+            return short, _takes_value(known[short])
+    return None, False
+
+
+def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
+    """Move the group's own options that follow the command in front of it, so
+    that `mlx-builder build ... -v` means `mlx-builder -v build ...`. Values
+    of the command's own options and everything after ``--`` stay where they are."""
+    own = _option_map(group)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        name, attached = _split(args[i], own)
+        i += 2 if name and _takes_value(own[name]) and not attached else 1
+    if i >= len(args) or args[i] not in group.commands:
+        return args
+    sub = _option_map(group.commands[args[i]])
+    front, rest, j = list(args[:i]), [args[i]], i + 1
+    while j < len(args):
+        token = args[j]
+        if token == "--":
+            rest += args[j:]
+            break
+        name, attached = _split(token, own)
+        if name and name not in sub:
+            width = 2 if _takes_value(own[name]) and not attached and j + 1 < len(args) else 1
+            front += args[j:j + width]
+            j += width
+            continue
+        name, attached = _split(token, sub)
+        width = 2 if name and _takes_value(sub[name]) and not attached else 1
+        rest += args[j:j + width]
+        j += width
+    return front + rest
+
+
+class _Cli(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(self, list(args)))
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mlx-builder")
 @click.option("--mlx-repo", envvar=None, default=None,
               help="Upstream MLX: URL or local path "

@@ -198,6 +198,22 @@ class GitError(MlxBuilderError):
     exit_code = 35
 
 
+class DriverTooOldError(MlxBuilderError):
+    """``install``: the NVIDIA driver is too old for the CUDA major of every wheel that fits.
+
+    CUDA 12 wheels need driver 525.60.13 or newer, CUDA 13 wheels 580.65.06."""
+
+    exit_code = 40
+
+
+class ConflictingPackageError(MlxBuilderError):
+    """``install``: upstream's mlx-cuda-*, mlx-cpu or mlx-metal is installed (``--replace-upstream``).
+
+    They own mlx/lib/libmlx.so, which our wheel writes too."""
+
+    exit_code = 41
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived (see signals.py); like KeyboardInterrupt, not
     an error of the user's making, so not an MlxBuilderError."""

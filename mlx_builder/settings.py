@@ -8,6 +8,7 @@ Config file (TOML), default ``~/.config/mlx-builder/config.toml`` or
 ``$MLX_BUILDER_CONFIG`` (every key: docs/commands.md, Configuration)::
 
     mlx_repo = "/srv/mirrors/mlx.git"      # URL or local path
+    index = "https://wheels.example.net/"  # `install`'s prebuilt wheel index
     cache_dir = "~/.cache/mlx-builder"
     work_dir = "~/mlx-builder/work"
     jobs = 16
@@ -34,6 +35,10 @@ else:  # pragma: no cover
 from mlx_builder.errors import ConfigError
 
 DEFAULT_MLX_REPO = "https://github.com/ml-explore/mlx"
+# Where the release workflow publishes the prebuilt wheels (GitHub Pages of
+# the project's repository): `mlx-builder install` reads it unless --index,
+# MLX_BUILDER_INDEX or `index` in the config names another.
+DEFAULT_INDEX = "https://mlx-builder.github.io/mlx-builder/"
 ENV_PREFIX = "MLX_BUILDER_"
 ENV_DEP_PREFIX = "MLX_BUILDER_DEP_"
 
@@ -65,6 +70,7 @@ def _default_config_path() -> Path:
 @dataclass(frozen=True)
 class Settings:
     mlx_repo: str = DEFAULT_MLX_REPO
+    index: str = DEFAULT_INDEX            # prebuilt wheels for `install`
     cache_dir: Path = field(default_factory=_default_cache)
     work_dir: Path | None = None
     patches_dir: Path = field(default_factory=_package_patches_dir)
@@ -153,10 +159,10 @@ def _coerce(values: Mapping[str, Any]) -> dict[str, Any]:
                 raise _bad(key, value, "a table of name = \"repo or folder\" strings")
             value = MappingProxyType({str(k).lower(): str(v)
                                       for k, v in dict(value).items()})
-        elif key == "mlx_repo":
+        elif key in ("mlx_repo", "index"):
             if not isinstance(value, str) or not value.strip():
                 raise _bad(key, value, "a URL or a path")
-            value = str(value)
+            value = str(value).strip()
         out[key] = value
     return out
 
@@ -187,6 +193,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     simple = {
         "MLX_REPO": "mlx_repo",
+        "INDEX": "index",
         "CACHE": "cache_dir",
         "WORK": "work_dir",
         "PATCHES": "patches_dir",

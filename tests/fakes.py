@@ -14,7 +14,7 @@ from pathlib import Path
 from gitfixture import git
 from packaging import tags as ptags
 
-from mlx_builder.wheelbuild.manifest import Provenance, build_manifest, inject
+from mlx_builder.wheelbuild.manifest import BACKEND_EXTRAS, Provenance, build_manifest, inject
 from mlx_builder.wheelbuild.targets import parse_targets
 
 # Same shape as MLX main's setup.py where it matters.
@@ -125,15 +125,21 @@ HERE_TAG = str(next(iter(ptags.sys_tags())))
 
 def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
                tag: str = HERE_TAG, manifest: dict | None = None,
-               name: str = "mlx", marker: str = "fake") -> Path:
+               name: str = "mlx", marker: str = "fake",
+               requires: tuple[str, ...] = (), extras: tuple[str, ...] = ()) -> Path:
     """A tiny pure-Python wheel named like ours; the manifest goes in with
-    the build's own writer (manifest.inject)."""
-    dist = f"{name}-{version}"
+    the build's own writer (manifest.inject), which also declares upstream's
+    backend extras as a build does. ``requires`` and ``extras`` make
+    Requires-Dist and Provides-Extra lines (upstream-like wheels)."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    package = name.replace("-", "_")
+    meta = "".join(f"Provides-Extra: {e}\n" for e in extras)
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
     files: dict[str, bytes] = {
-        f"{name}/__init__.py": f"MARKER = {marker!r}\n".encode(),
+        f"{package}/__init__.py": f"MARKER = {marker!r}\n".encode(),
         f"{dist}.dist-info/METADATA": (
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            "Requires-Python: >=3.10\n").encode(),
+            f"Requires-Python: >=3.10\n{meta}").encode(),
         f"{dist}.dist-info/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
             f"Tag: {tag}\n").encode(),
@@ -145,16 +151,17 @@ def make_wheel(directory: Path, version: str = "0.32.1+mlxb.x",
         for path, data in files.items():
             zf.writestr(path, data)
     if manifest is not None:     # as `mlx-builder build` writes it: the wheel's version
-        inject(wheel, wheel, manifest={**manifest, "version": version})
+        inject(wheel, wheel, manifest={**manifest, "version": version}, extras=BACKEND_EXTRAS)
     return wheel
 
 
 def manifest_for(spec: str, system: str = "Linux",
-                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0") -> dict:
+                 commit: str = "846d176227a0ac13d2667e58d2bb68b322109ab0",
+                 cuda_major: int | None = None) -> dict:
     """The manifest `mlx-builder build` writes for target ``spec``."""
     prov = Provenance(upstream_url="https://github.com/ml-explore/mlx",
                       upstream_ref="main", upstream_commit=commit,
                       upstream_version="0.32.1", series="main")
     return build_manifest(version="0.32.1", prov=prov,
                           targets=parse_targets(spec, system=system),
-                          toolchain={}, dependencies=[])
+                          toolchain={}, dependencies=[], cuda_major=cuda_major)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from gitfixture import git, tree_digest
 
 from mlx_builder import errors
-from mlx_builder.cli import main
+from mlx_builder.cli import cli, hoist_global_options, main
 
 
 @pytest.fixture
@@ -169,3 +170,26 @@ def test_truncated_patch_is_refused(run, upstream, tmp_path, args):
     assert "v0.1/0020-cuda-tiled-flash-attention.patch does not match its " \
            "sha256" in err
     assert tree_digest(upstream.root) == before
+
+
+@pytest.mark.parametrize("given, meant", [
+    (["build", "--target", "cpu", "-v"], ["-v", "build", "--target", "cpu"]),
+    (["status", "-q", "--json"], ["-q", "status", "--json"]),
+    (["install", "--dry-run", "--offline", "-j", "3", "--jobs=2", "-vv"],
+     ["--offline", "-j", "3", "--jobs=2", "-vv", "install", "--dry-run"]),
+    (["--cache-dir", "c", "index", "d", "--config", "x.toml"],
+     ["--cache-dir", "c", "--config", "x.toml", "index", "d"]),
+    # a value of the command's own option is never taken for a global flag
+    (["install", "--pip-arg", "-v", "--mlx", "-q"], ["install", "--pip-arg", "-v", "--mlx", "-q"]),
+    (["test", "w.whl", "--", "-v"], ["test", "w.whl", "--", "-v"]),
+    (["-j4", "nightly", "--targets", "cpu"], ["-j4", "nightly", "--targets", "cpu"]),
+    (["nosuchcommand", "-v"], ["nosuchcommand", "-v"]),
+])
+def test_global_options_after_the_command_are_moved_before_it(given, meant):
+    assert hoist_global_options(cli, given) == meant
+
+
+def test_verbose_after_the_command_takes_effect(tmp_path):
+    res = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path), "index", str(tmp_path), "-q",
+                                   "-v"])
+    assert isinstance(res.exception, errors.ConfigError) and "-v and -q together" in str(res.exception)

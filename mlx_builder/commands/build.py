@@ -9,10 +9,11 @@ import click
 
 from mlx_builder import outputs
 from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
+from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError, BundleError, ConfigError
 from mlx_builder.settings import Settings
 from mlx_builder.verify.routes import resolve_interpreter
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
 from mlx_builder.wheelbuild.bundle import normalize_sha256, prepare
 from mlx_builder.wheelbuild.targets import parse_targets
 from mlx_builder.wheelbuild.wheel import build_wheel
@@ -55,17 +56,23 @@ from mlx_builder.wheelbuild.wheel import configure_only as configure
 @click.option("--manylinux/--no-manylinux", default=True, show_default=True,
               help="Repair a Linux wheel to its manylinux_2_X tag with auditwheel "
                    "(the nvidia-* CUDA libraries are not grafted).")
+@click.option("--manylinux-floor", default=None, metavar="GLIBC",
+              help="Tag the wheel manylinux_<GLIBC> (e.g. 2.28) and fail if it needs a "
+                   "newer glibc (default: the oldest tag the wheel qualifies for).")
 @click.pass_obj
 def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
             series_name: str | None, source_dir: Path | None, bundle: Path | None,
             bundle_sha256: str | None, out_dir: Path, python: str | None,
             isolation: bool | None, cmake_args: tuple[str, ...], configure_only: bool,
             toolchain: str, cuda_major: str | None, platform_name: str | None,
-            manylinux: bool) -> None:
+            manylinux: bool, manylinux_floor: str | None) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
     kw: dict[str, Any] = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
               target_platform=parse_platform(platform_name))
+    warning = platform_warning(target_spec, kw["target_platform"])
+    if warning:
+        err_console.print(f"warning: {warning}", markup=False)
     chosen = [x for x in (mlx_ref, source_dir, bundle) if x]
     if len(chosen) != 1:
         raise BuildError("name exactly one source: --mlx REF, --source DIR or --from-bundle FILE")
@@ -92,6 +99,7 @@ def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
             return
         build_wheel(settings, bundle, targets, out_dir, from_bundle=True, python=python,
                     isolation=isolation, extra_cmake_args=cmake_args, manylinux=manylinux,
+                    manylinux_floor=manylinux_floor,
                     bundle_sha256=bundle_sha256, **kw)
         return
     if not target_spec:
@@ -106,4 +114,5 @@ def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
         configure(settings, source, targets, python=python, extra_cmake_args=cmake_args, **kw)
         return
     build_wheel(settings, source, targets, out_dir, python=python, isolation=isolation,
-                extra_cmake_args=cmake_args, manylinux=manylinux, **kw)
+                extra_cmake_args=cmake_args, manylinux=manylinux,
+                manylinux_floor=manylinux_floor, **kw)

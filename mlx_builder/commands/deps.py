@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from mlx_builder.commands.options import json_flag, mlx_ref_option, series_option, target_spec_option
-from mlx_builder.console import console
+from mlx_builder.console import console, print_table
 from mlx_builder.errors import DepsError
 from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild.bundle import prepare
@@ -56,7 +56,7 @@ def command(settings: Settings, mlx_ref: str | None, series_name: str | None,
         for r in rows:
             need = {True: "yes", False: "no", None: "maybe"}[r["needed"]]
             table.add_row(r["name"], r["pin"], need, r["declared_in"], r["condition"])
-        console.print(table)
+        print_table(table)
         return
     plan = resolve(settings, path, targets, refresh=refresh)
     if as_json:
@@ -69,7 +69,7 @@ def command(settings: Settings, mlx_ref: str | None, series_name: str | None,
     for d in plan.deps:
         table.add_row(d.name, d.pin, d.via, (d.ref or "") + (f" {d.commit[:12]}" if d.commit else ""),
                       str(d.path))
-    console.print(table)
+    print_table(table)
     for line in plan.skipped:
         console.print(f"  skipped {line}", markup=False)
     for opt in plan.disabled:

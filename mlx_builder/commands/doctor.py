@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 
 from mlx_builder.commands.options import json_flag, python_option, target_spec_option
-from mlx_builder.console import console
+from mlx_builder.console import console, print_table
 from mlx_builder.errors import ToolchainError
 from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild import buildenv as benv_mod
@@ -127,7 +127,7 @@ def command(settings: Settings, target_spec: str | None, python: str | None, too
         for c in checks:
             detail = c.detail + (f"\n→ {c.fix}" if c.fix and not c.ok else "")
             table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.version or "", detail)
-        console.print(table)
+        print_table(table)
         if not settings.offline and not registry:
             console.print("build-python is required only for offline builds "
                           "(--offline or --from-bundle use --no-build-isolation)", markup=False)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
 
 from mlx_builder.commands.options import json_flag, mlx_ref_option, patch_target_option, series_option
-from mlx_builder.console import console
+from mlx_builder.console import print_table
 from mlx_builder.errors import PatchConflictError
 from mlx_builder.settings import Settings
 from mlx_builder.source.status import render_table, status_report, to_json
@@ -32,10 +31,7 @@ def command(settings: Settings, mlx_ref: str | None, series_name: str | None, ta
     if as_json:
         click.echo(json.dumps(to_json(reports, settings.mlx_repo), indent=2))
     else:
-        # a pipe or log gets the whole table rather than cut cells
-        out = console if console.is_terminal else Console(
-            width=max(console.width, 160), highlight=False)
-        out.print(render_table(reports))
+        print_table(render_table(reports))
     bad = [(r, s) for r in reports for s in r.statuses if s.state == "conflicts"]
     if bad:
         raise PatchConflictError(

@@ -15,6 +15,10 @@ newer device (``a``/``f`` PTX keep their suffix's limits). So an H200 (9.0)
 runs a ``90a`` wheel and a GB10 (12.1) needs ``121a``, ``120f`` or plain
 ``120`` code, never ``120a``. Ranking: exact SASS, then compatible SASS,
 then PTX; among equals the newest version, then the best wheel tag.
+
+A CUDA wheel also needs a driver new enough for the CUDA major it was built
+with (variants.MIN_DRIVER); the driver version comes from ``nvidia-smi`` or
+``cuDriverGetVersion``, or ``MLX_BUILDER_FAKE_DRIVER`` (``575.57.08``).
 """
 
 from __future__ import annotations
@@ -37,13 +41,22 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from mlx_builder import process
-from mlx_builder.errors import ConfigError, FetchError, HashMismatchError, WheelError
+from mlx_builder.errors import ConfigError, DriverTooOldError, FetchError, HashMismatchError, WheelError
 from mlx_builder.lists import comma_list, loose_list
+from mlx_builder.prebuilt.variants import (
+    BACKENDS,
+    cuda_major,
+    driver_runs,
+    min_driver,
+    parse_driver,
+    variant,
+    wheel_backend,
+)
 from mlx_builder.wheelbuild.manifest import read_manifest
 
 FAKE_GPU_ENV = "MLX_BUILDER_FAKE_GPU"
 FAKE_PLATFORM_ENV = "MLX_BUILDER_FAKE_PLATFORM"
-BACKENDS = ("cuda", "metal", "cpu")
+FAKE_DRIVER_ENV = "MLX_BUILDER_FAKE_DRIVER"
 RANK_NAMES = {0: "exact SASS", 1: "compatible SASS", 2: "PTX (JIT at first use)"}
 
 
@@ -132,10 +145,13 @@ class Host:
     tags: tuple[ptags.Tag, ...]      # best first
     source: str                      # how the GPU was found
     faked: tuple[str, ...] = ()      # env variables that replaced detection
+    driver: str | None = None        # NVIDIA driver version, when known
 
     def describe(self) -> str:
         what = {"cuda": ", ".join(g.describe() for g in self.gpus),
                 "metal": "Apple GPU (Metal)", "cpu": "no GPU"}[self.backend]
+        if self.backend == "cuda":
+            what += f", driver {self.driver or 'version unknown'}"
         fake = f" (faked by {', '.join(self.faked)})" if self.faked else ""
         return (f"{self.system} {self.machine}, {what} via {self.source}; "
                 f"best wheel tag {self.tags[0] if self.tags else '?'}{fake}")
@@ -158,6 +174,29 @@ def _nvidia_smi_gpus(path: str | None) -> tuple[Gpu, ...]:
         except ValueError:
             continue
     return tuple(gpus)
+
+
+def _nvidia_smi_driver(path: str | None) -> str | None:
+    if not path:
+        return None
+    out = process.run([path, "--query-gpu=driver_version", "--format=csv,noheader"],
+                      timeout=30, check=False)
+    versions = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.ok else []
+    return versions[0] if versions and parse_driver(versions[0]) else None
+
+
+def cuda_driver_version(library: str | None = None) -> str | None:
+    """The CUDA version the driver supports (``13.0``) through libcuda, or None."""
+    names = [library] if library else ["libcuda.so.1", "libcuda.so"]
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        value = ctypes.c_int()
+        if lib.cuDriverGetVersion(ctypes.byref(value)) == 0 and value.value > 0:
+            return f"{value.value // 1000}.{value.value % 1000 // 10}"
+    return None
 
 
 def cuda_driver_gpus(library: str | None = None) -> tuple[Gpu, ...]:
@@ -234,8 +273,12 @@ def detect_host(env: Mapping[str, str] | None = None,
     env = os.environ if env is None else env
     fake_gpu = (env.get(FAKE_GPU_ENV) or "").strip().lower()
     fake_plat = (env.get(FAKE_PLATFORM_ENV) or "").strip()
-    faked = tuple(n for n, v in ((FAKE_GPU_ENV, fake_gpu),
-                                 (FAKE_PLATFORM_ENV, fake_plat)) if v)
+    fake_driver = (env.get(FAKE_DRIVER_ENV) or "").strip()
+    if fake_driver and parse_driver(fake_driver) is None:
+        raise ConfigError(f"cannot parse {FAKE_DRIVER_ENV}={fake_driver!r}",
+                          "a driver version is numbers between dots", "use e.g. 580.82.07")
+    faked = tuple(n for n, v in ((FAKE_GPU_ENV, fake_gpu), (FAKE_PLATFORM_ENV, fake_plat),
+                                 (FAKE_DRIVER_ENV, fake_driver)) if v)
     system, machine = platform.system(), platform.machine().lower()
     if fake_gpu == "metal" and not fake_plat:
         fake_plat = "macosx_14_0_arm64"
@@ -255,7 +298,8 @@ def detect_host(env: Mapping[str, str] | None = None,
                 raise ConfigError(f"cannot parse {FAKE_GPU_ENV}={fake_gpu!r}", "",
                                   "use sm_90, sm_121, 9.0, metal or none") from None
             backend, source = "cuda", FAKE_GPU_ENV
-        return Host(system, machine, backend, gpus, tags, source, faked)
+        return Host(system, machine, backend, gpus, tags, source, faked,
+                    fake_driver or None)
     if system == "Darwin":
         backend = "metal" if machine in ("arm64", "aarch64") else "cpu"
         return Host(system, machine, backend, (), tags, "platform", faked)
@@ -265,9 +309,20 @@ def detect_host(env: Mapping[str, str] | None = None,
     if not gpus:
         gpus, source = cuda_driver_gpus(), "CUDA driver"
     if gpus:
-        return Host(system, machine, "cuda", gpus, tags, source, faked)
+        driver = fake_driver or _nvidia_smi_driver(smi) or _cuda_driver_as_version()
+        return Host(system, machine, "cuda", gpus, tags, source, faked, driver)
     return Host(system, machine, "cpu", (), tags,
                 "nvidia-smi and CUDA driver (none found)", faked)
+
+
+def _cuda_driver_as_version() -> str | None:
+    """Without nvidia-smi: the driver's CUDA version, written as the oldest
+    driver that supports it, so that one comparison serves both sources."""
+    cuda = cuda_driver_version()
+    if cuda is None:
+        return None
+    major = int(cuda.split(".")[0])
+    return min_driver(major) if major in (12, 13) else None
 
 
 # --- choosing a wheel --------------------------------------------------------
@@ -281,6 +336,8 @@ class Candidate:
     arch_rank: int = 99
     tag_rank: int = 1 << 30
     version: Version | None = None
+    driver_too_old: bool = False
+    major_rank: int = 0         # among CUDA majors: lower is preferred
 
     @property
     def filename(self) -> str:
@@ -304,22 +361,12 @@ class Choice:
                      "best_tag": str(self.host.tags[0]) if self.host.tags else None},
             "backend": self.backend,
             "chosen": self.chosen.filename if self.chosen else None,
+            "variant": variant(self.chosen.entry.get("manifest")) if self.chosen else None,
             "location": self.chosen.location if self.chosen else None,
             "why": self.chosen.reason if self.chosen else None,
             "candidates": [{"filename": c.filename, "accepted": c.accepted,
                             "reason": c.reason} for c in self.candidates],
         }
-
-
-def wheel_backend(manifest: Mapping[str, Any]) -> str:
-    if manifest.get("backend") in BACKENDS:
-        return manifest["backend"]
-    target = str(manifest.get("target", "")).lower()
-    parts = loose_list(target)
-    for backend in BACKENDS:
-        if any(p == backend or p.startswith(backend + "-") for p in parts):
-            return backend
-    return "unknown"
 
 
 def wheel_archs(manifest: Mapping[str, Any]) -> list[CudaArch]:
@@ -370,7 +417,18 @@ def _judge_cuda(cand: Candidate, manifest: Mapping[str, Any], host: Host) -> Non
         rank, arch = min(runs, key=lambda ra: ra[0])
         worst = max(worst, rank)
         notes.append(f"{arch.describe()} is {RANK_NAMES[rank]} for {gpu.describe()}")
+    major = cuda_major(manifest)
+    driver = parse_driver(host.driver or "")
+    if major is not None and driver is not None and not driver_runs(major, driver):
+        cand.driver_too_old = True
+        cand.reason = (f"built with CUDA {major}, which needs NVIDIA driver >= "
+                       f"{min_driver(major)}; this host has {host.driver}")
+        return
     cand.accepted, cand.arch_rank = True, worst
+    # A known driver: the newest CUDA it runs. An unknown one: the oldest
+    # CUDA, which the most drivers run.
+    cand.major_rank = (-(major or 0)) if driver is not None else (major or 0)
+    notes.append(f"CUDA {major}" if major is not None else "CUDA major not recorded")
     cand.reason = "; ".join(notes)
 
 
@@ -449,7 +507,7 @@ def choose_wheel(entries: Iterable[tuple[dict[str, Any], str]], host: Host,
     for cand in cands:
         judge(cand, host, backend, accepts)
     good = [c for c in cands if c.accepted]
-    good.sort(key=lambda c: (c.arch_rank, c.tag_rank, c.filename))
+    good.sort(key=lambda c: (c.arch_rank, c.major_rank, c.tag_rank, c.filename))
     # Newest public version first (stable sort); local labels such as
     # +mlxb.<hash> name a build, not a newer release, so they do not count.
     good.sort(key=lambda c: _public(c.version), reverse=True)
@@ -460,6 +518,37 @@ def choose_wheel(entries: Iterable[tuple[dict[str, Any], str]], host: Host,
     order = {id(c): i for i, c in enumerate(good)}
     cands.sort(key=lambda c: (not c.accepted, order.get(id(c), 0), c.filename))
     return Choice(host, backend, chosen, cands)
+
+
+def driver_error(choice: Choice) -> DriverTooOldError | None:
+    """When no wheel was chosen because the driver is too old for every CUDA
+    wheel that fits the GPU: the error that says so."""
+    old = next((c for c in choice.candidates if c.driver_too_old), None)
+    if choice.chosen is not None or old is None:
+        return None
+    return DriverTooOldError(
+        f"the CUDA wheels for this GPU need a newer NVIDIA driver than {choice.host.driver}",
+        old.reason,
+        "update the driver, or use a wheel built with an older CUDA "
+        "(`mlx-builder build --cuda 12`); `--backend cpu` installs the CPU wheel")
+
+
+# Upstream's split packages: each installs mlx/lib/libmlx.so (and mlx-metal
+# mlx.metallib), the very files our wheel writes. pip would let the two
+# overwrite each other, and uninstalling either later breaks the other.
+UPSTREAM_BACKENDS = ("mlx-cuda-12", "mlx-cuda-13", "mlx-cuda", "mlx-cpu", "mlx-metal")
+
+
+def installed_backends(python: str) -> list[tuple[str, str]]:
+    """(name, version) of upstream backend packages installed for ``python``."""
+    code = ("import importlib.metadata as m, json, re\n"
+            "names = {re.sub(r'[-_.]+', '-', (d.metadata['Name'] or '').lower()): d.version\n"
+            "         for d in m.distributions()}\n"
+            f"print(json.dumps(sorted((n, v) for n, v in names.items() if n in {list(UPSTREAM_BACKENDS)!r})))")
+    out = process.run([python, "-c", code], timeout=60, error_cls=ConfigError,
+                      what=f"cannot list the packages installed for {python}",
+                      hint="pass a working Python interpreter with --python")
+    return [(str(n), str(v)) for n, v in json.loads(out.stdout)]
 
 
 def pip_command(python: str, location: str, pip_args: Sequence[str] = (),

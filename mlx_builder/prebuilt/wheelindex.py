@@ -1,15 +1,25 @@
-"""A PEP 503 simple index over a wheelhouse, plus a JSON listing.
+"""PEP 503 simple indexes over a wheelhouse, one per variant, plus JSON listings.
 
 Layout written under the index root (by default the wheelhouse itself)::
 
-    index.json                  every wheel: file, url, sha256, tags, manifest
-    simple/index.html           the project list
-    simple/<project>/index.html links to the wheels, with #sha256= fragments
+    index.json                        every wheel: file, url, variant, sha256, tags, manifest
+    index.html                        the variants and the pip command of each
+    <variant>/simple/<project>/       links to that variant's wheels, #sha256= fragments
+    <variant>/constraints.txt         ``mlx==<newest version in the variant>``
+    <variant>/index.json              the variant's wheels (``install --index ROOT/VARIANT``)
 
-``pip install --index-url <root>/simple/ mlx`` works against it (also as a
-``file://`` URL), and ``mlx-builder install`` reads ``index.json`` to choose
-the wheel that fits the host. Output is deterministic: the same wheels give
-byte-identical files.
+A variant (variants.py) is ``cpu``, ``metal`` or ``cu<major>-<targets>``
+(``cu13-sm121``). Users point pip at one variant, PyPI staying the main
+index for everything else (the nvidia-* runtime, mlx-lm), and the
+constraints file pins our build so that a newer ``mlx`` on PyPI does not win::
+
+    pip install -c ROOT/cu13-sm121/constraints.txt \
+        --extra-index-url ROOT/cu13-sm121/simple/ mlx mlx-lm
+
+``mlx-builder install`` reads ``index.json`` to choose the wheel that fits
+the host. With ``keep`` the wheels an earlier ``index.json`` lists stay listed
+(a release adds its wheels; the ones published before keep their links).
+Output is deterministic: the same wheels give byte-identical files.
 """
 
 from __future__ import annotations
@@ -31,11 +41,13 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from mlx_builder import __version__, locks, outputs
 from mlx_builder.errors import FetchError, WheelError
+from mlx_builder.prebuilt.variants import variant
 from mlx_builder.wheelbuild.manifest import read_manifest, verify_record
 
 LISTING_NAME = "index.json"
 SIMPLE_DIR = "simple"
-SCHEMA = 1
+CONSTRAINTS_NAME = "constraints.txt"
+SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -53,14 +65,26 @@ class WheelEntry:
     manifest: dict[str, Any] | None
     manifest_error: str | None = None
 
+    @property
+    def variant(self) -> str:
+        return variant(self.manifest)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "filename": self.filename, "url": self.url,
             "project": self.project, "version": self.version,
             "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
-            "requires_python": self.requires_python,
+            "requires_python": self.requires_python, "variant": self.variant,
             "manifest": self.manifest, "manifest_error": self.manifest_error,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WheelEntry:
+        return cls(filename=data["filename"], url=data["url"], project=data["project"],
+                   version=data["version"], tags=tuple(data["tags"]),
+                   sha256=data["sha256"], size=int(data["size"]),
+                   requires_python=data.get("requires_python"),
+                   manifest=data.get("manifest"), manifest_error=data.get("manifest_error"))
 
 
 def _sha256(path: Path) -> str:
@@ -147,32 +171,98 @@ def check_wheel_matches_manifest(path: Path, manifest: dict[str, Any], version: 
                          "rebuild the wheel with `mlx-builder build`; nothing was indexed")
 
 
-def _link(wheel: Path, page_dir: Path, base_url: str | None) -> str:
+def _url(wheel: Path, root: Path, base_url: str | None) -> str:
+    """The wheel's URL as index.json lists it: absolute under ``base_url``,
+    else relative to the index root."""
+    wheel = _utf8_name(wheel)
     if base_url:
         return base_url.rstrip("/") + "/" + urllib.parse.quote(wheel.name)
-    rel = os.path.relpath(wheel.resolve(), page_dir.resolve())
+    rel = os.path.relpath(wheel.resolve(), root.resolve())
     return urllib.parse.quote(Path(rel).as_posix())
 
 
-def _page(title: str, links: list[str]) -> str:
+def _href(url: str, root: Path, page_dir: Path) -> str:
+    """A listed URL as a link from ``page_dir`` (relative URLs are relative to root)."""
+    if urllib.parse.urlparse(url).scheme:
+        return url
+    rel = os.path.relpath(root / urllib.parse.unquote(url), page_dir)
+    return urllib.parse.quote(Path(rel).as_posix())
+
+
+def _page(title: str, links: list[str], head: str = "") -> str:
     body = "\n".join(links)
     return ("<!DOCTYPE html>\n<html>\n<head>\n"
             '<meta name="pypi:repository-version" content="1.0">\n'
             f"<title>{html.escape(title)}</title>\n</head>\n<body>\n"
-            f"<h1>{html.escape(title)}</h1>\n{body}\n</body>\n</html>\n")
+            f"<h1>{html.escape(title)}</h1>\n{head}{body}\n</body>\n</html>\n")
 
 
 @dataclass(frozen=True)
 class IndexResult:
     root: Path
     listing: Path
-    simple: Path
-    entries: tuple[WheelEntry, ...]
+    variants: dict[str, Path]          # variant -> its simple/ directory
+    entries: tuple[WheelEntry, ...]    # every listed wheel, kept ones included
+    kept: int = 0                      # how many came from the earlier index.json
+
+    @property
+    def simple(self) -> Path:
+        """The simple/ directory of the only variant (tests, one-variant houses)."""
+        if len(self.variants) != 1:
+            raise ValueError(f"{len(self.variants)} variants: {', '.join(self.variants)}")
+        return next(iter(self.variants.values()))
+
+
+def newest(entries: list[WheelEntry], project: str = "mlx") -> WheelEntry | None:
+    """The entry of ``project`` with the highest version (local labels count,
+    as they do for pip)."""
+    from packaging.version import InvalidVersion, Version
+    best: tuple[Version, str] | None = None
+    found = None
+    for entry in entries:
+        if canonicalize_name(entry.project) != project:
+            continue
+        try:
+            key = (Version(entry.version), entry.filename)
+        except InvalidVersion:
+            continue
+        if best is None or key > best:
+            best, found = key, entry
+    return found
+
+
+def _earlier(root: Path, fresh: set[str]) -> list[WheelEntry]:
+    """The wheels an existing ``root/index.json`` lists that this run does not
+    index again: kept so that publishing a release adds to the index."""
+    listing = root / LISTING_NAME
+    if not listing.is_file():
+        return []
+    wheels = _parse_listing(listing.read_bytes(), str(listing))
+    kept = []
+    for item in wheels:
+        if item["filename"] in fresh:
+            continue
+        try:
+            entry = WheelEntry.from_json(item)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WheelError(f"{listing} lists {item.get('filename')!r} without {exc}",
+                             "an index written by an older mlx-builder, or edited",
+                             "index the wheels again without --keep") from None
+        if not urllib.parse.urlparse(entry.url).scheme and \
+                not (root / urllib.parse.unquote(entry.url)).is_file():
+            raise WheelError(f"{listing} lists {entry.filename} at {entry.url}, which is gone",
+                             "a kept wheel must still be reachable from the index",
+                             "restore the file, or index without --keep")
+        kept.append(entry)
+    return kept
 
 
 def write_index(wheelhouse: Path, out_dir: Path | None = None,
-                base_url: str | None = None, no_wait: bool = False) -> IndexResult:
-    """Write ``simple/`` and ``index.json`` for every ``*.whl`` in ``wheelhouse``.
+                base_url: str | None = None, keep: bool = False,
+                no_wait: bool = False) -> IndexResult:
+    """Write the variants' ``simple/`` pages, constraints and listings for
+    every ``*.whl`` in ``wheelhouse`` (and, with ``keep``, those the existing
+    ``index.json`` lists).
 
     ``base_url`` makes links absolute (wheels published elsewhere, e.g. as
     release assets); otherwise links are relative to the index pages.
@@ -182,23 +272,49 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
         raise WheelError(f"wheelhouse {wheelhouse} is not a directory", "",
                          "pass the directory that holds the built wheels")
     root = Path(out_dir) if out_dir else wheelhouse
-    wheels = sorted((_utf8_name(w) for w in wheelhouse.glob("*.whl")), key=lambda p: p.name)
+    wheels = sorted(wheelhouse.glob("*.whl"), key=lambda p: p.name)
     if not wheels:
         raise WheelError(f"no wheels in {wheelhouse}", "the index would be empty",
                          "build wheels first (`mlx-builder build --out DIR`)")
-    simple = root / SIMPLE_DIR
+    fresh = [describe_wheel(w, _url(w, root, base_url)) for w in wheels]
+    kept = _earlier(root, {e.filename for e in fresh}) if keep else []
+    entries = sorted([*fresh, *kept], key=lambda e: e.filename)
+    by_variant: dict[str, list[WheelEntry]] = {}
+    for entry in entries:
+        by_variant.setdefault(entry.variant, []).append(entry)
     pages: dict[Path, str] = {}
-    entries = tuple(describe_wheel(w, _link(w, root, base_url)) for w in wheels)
-    by_project: dict[str, list[tuple[Path, WheelEntry]]] = {}
-    for wheel, entry in zip(wheels, entries):
-        by_project.setdefault(canonicalize_name(entry.project), []).append(
-            (wheel, entry))
+    simple_dirs = {name: _variant_pages(root, name, group, pages)
+                   for name, group in sorted(by_variant.items())}
+    pages[root / "index.html"] = _overview(by_variant)
+    listing = root / LISTING_NAME
+    pages[listing] = _listing_text(entries, sorted(by_variant))
+    _write_pages(root, pages, no_wait)
+    return IndexResult(root, listing, simple_dirs, tuple(entries), len(kept))
+
+
+def _listing_text(entries: list[WheelEntry], variants: list[str]) -> str:
+    return json.dumps({
+        "schema": SCHEMA, "generator": f"mlx-builder {__version__}",
+        "variants": {v: {"simple": f"{v}/{SIMPLE_DIR}/",
+                         "constraints": f"{v}/{CONSTRAINTS_NAME}"} for v in variants},
+        "wheels": [e.to_json() for e in entries],
+    }, indent=2, sort_keys=True) + "\n"
+
+
+def _variant_pages(root: Path, name: str, entries: list[WheelEntry],
+                   pages: dict[Path, str]) -> Path:
+    """Add one variant's pages, constraints and listing to ``pages``; its simple/."""
+    vdir = root / name
+    simple = vdir / SIMPLE_DIR
+    by_project: dict[str, list[WheelEntry]] = {}
+    for entry in entries:
+        by_project.setdefault(canonicalize_name(entry.project), []).append(entry)
     project_links = []
     for project in sorted(by_project):
         page_dir = simple / project
         links = []
-        for wheel, entry in by_project[project]:
-            href = f"{_link(wheel, page_dir, base_url)}#sha256={entry.sha256}"
+        for entry in by_project[project]:
+            href = f"{_href(entry.url, root, page_dir)}#sha256={entry.sha256}"
             attrs = f'href="{html.escape(href)}"'
             if entry.requires_python:
                 attrs += (' data-requires-python="'
@@ -207,15 +323,30 @@ def write_index(wheelhouse: Path, out_dir: Path | None = None,
         pages[page_dir / "index.html"] = _page(f"Links for {project}", links)
         project_links.append(
             f'<a href="{html.escape(project)}/">{html.escape(project)}</a><br>')
-    pages[simple / "index.html"] = _page("Simple index", project_links)
-    listing = root / LISTING_NAME
-    pages[listing] = (json.dumps({
-        "schema": SCHEMA, "generator": f"mlx-builder {__version__}",
-        "simple": f"{SIMPLE_DIR}/",
-        "wheels": [e.to_json() for e in entries],
-    }, indent=2, sort_keys=True) + "\n")
-    _write_pages(root, pages, no_wait)
-    return IndexResult(root, listing, simple, entries)
+    pages[simple / "index.html"] = _page(f"Simple index: {name}", project_links)
+    top = newest(entries)
+    pins = f"mlx=={top.version}\n" if top is not None else ""
+    pages[vdir / CONSTRAINTS_NAME] = (
+        "# The newest mlx of this variant; `pip install -c` this file keeps pip and uv\n"
+        "# on it even where PyPI has a newer mlx.\n" + pins)
+    # The variant's own listing, with URLs relative to the variant directory.
+    local = [WheelEntry.from_json({**e.to_json(), "url": _href(e.url, root, vdir)})
+             for e in entries]
+    pages[vdir / LISTING_NAME] = _listing_text(local, [])
+    return simple
+
+
+def _overview(by_variant: dict[str, list[WheelEntry]]) -> str:
+    rows = []
+    for name, group in sorted(by_variant.items()):
+        top = newest(group)
+        latest = f" (mlx {html.escape(top.version)})" if top else ""
+        rows.append(f'<a href="{html.escape(name)}/{SIMPLE_DIR}/">{html.escape(name)}</a>'
+                    f"{latest}: <code>pip install -c {html.escape(name)}/{CONSTRAINTS_NAME} "
+                    f"--extra-index-url {html.escape(name)}/{SIMPLE_DIR}/ mlx</code><br>")
+    head = ("<p>One index per variant; URLs below are relative to this page. "
+            "<code>mlx-builder install</code> picks the variant for the host.</p>\n")
+    return _page("mlx-builder wheels", rows, head)
 
 
 def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
@@ -248,6 +379,13 @@ class Listing:
     root: str              # directory path or URL ending in "/"
     local: bool
     wheels: tuple[dict[str, Any], ...]
+    nested: bool = False   # the root holds <variant>/simple/ (else it is one variant)
+
+    def pip_sources(self, variant_name: str) -> tuple[str, str]:
+        """(simple index URL, constraints URL) of a variant, for pip and uv."""
+        base = self.root if not self.local else Path(self.root).as_uri()
+        base = base.rstrip("/") + "/" + (f"{variant_name}/" if self.nested else "")
+        return base + f"{SIMPLE_DIR}/", base + CONSTRAINTS_NAME
 
     def locate(self, entry: dict[str, Any]) -> str:
         """Where the entry's wheel is. The link must name the entry's own
@@ -292,8 +430,9 @@ def load_listing(location: str, offline: bool = False,
     if local is not None:
         listing = local / LISTING_NAME
         if listing.is_file():
-            data = _parse_listing(listing.read_bytes(), str(listing))
-            return Listing(location, str(local.resolve()), True, data)
+            raw = listing.read_bytes()
+            data = _parse_listing(raw, str(listing))
+            return Listing(location, str(local.resolve()), True, data, _nested(raw))
         if local.is_dir() and any(local.glob("*.whl")):
             wheels = tuple(describe_wheel(w, urllib.parse.quote(_utf8_name(w).name)).to_json()
                            for w in sorted(local.glob("*.whl")))
@@ -317,7 +456,15 @@ def load_listing(location: str, offline: bool = False,
                          f"{type(exc).__name__}: {exc}"[:300],
                          "check the URL and the network, or pass a local index"
                          ) from None
-    return Listing(location, root, False, _parse_listing(data, url))
+    return Listing(location, root, False, _parse_listing(data, url), _nested(data))
+
+
+def _nested(raw: bytes) -> bool:
+    """Whether a listing (already parsed once) is an index root with variant sub-indexes."""
+    try:
+        return bool(json.loads(raw.decode("utf-8")).get("variants"))
+    except (ValueError, AttributeError):
+        return False
 
 
 # Optional fields of a listing entry and the types install reads them as.

@@ -263,10 +263,20 @@ def load_previous(path: Path | None) -> dict[str, Any] | None:
         return None
 
 
-def compile_available(targets: Sequence[str]) -> bool:
-    """Compile by default only where the toolchain for the targets exists."""
+@dataclass(frozen=True)
+class BuildOptions:
+    """How nightly builds its wheels: the same choices as `mlx-builder build`."""
+    toolchain: str = "auto"              # pypi, system or auto (see build --toolchain)
+    cuda_major: int | None = None
+    platform: Any = None                 # buildenv.Platform, None for this host's
+
+
+def compile_available(targets: Sequence[str], toolchain: str = "system") -> bool:
+    """Compile by default only where the toolchain for the targets exists
+    (the registry toolchain exists on any Linux host)."""
     for spec in targets:
-        if spec.startswith("cuda") and not shutil.which("nvcc"):
+        if spec.startswith("cuda") and not shutil.which("nvcc") and (
+                toolchain == "system" or platform.system() != "Linux"):
             return False
         if spec == "metal" and platform.system() != "Darwin":
             return False
@@ -274,7 +284,7 @@ def compile_available(targets: Sequence[str]) -> bool:
 
 
 def build_and_test(settings: Settings, report: NightlyReport, target: str,
-                   out_dir: Path) -> BuildResult:
+                   out_dir: Path, options: BuildOptions | None = None) -> BuildResult:
     """Step 4 for one target; failures are recorded, not raised."""
     if not report.all_apply:
         return BuildResult(target, "skipped", "the series does not apply")
@@ -283,7 +293,9 @@ def build_and_test(settings: Settings, report: NightlyReport, target: str,
         tree = prepare_tree(settings, report.commit, series_name=report.series,
                             target=tset.patch_target, tree_name=tset.tag)
         from mlx_builder.wheelbuild.wheel import build_wheel  # heavy: only when compiling
-        wheel = build_wheel(settings, tree, tset, out_dir)
+        opts = options or BuildOptions()
+        wheel = build_wheel(settings, tree, tset, out_dir, toolchain=opts.toolchain,
+                            cuda_major=opts.cuda_major, target_platform=opts.platform)
     except MlxBuilderError as exc:
         return BuildResult(target, "failed", exc.what)
     result = BuildResult(target, "ok", f"built {Path(wheel).name}", str(wheel))
@@ -332,7 +344,8 @@ def _run_tests(settings: Settings, wheel: Path, tset: TargetSet,
 def run_nightly(settings: Settings, mlx: str = "main",
                 targets: Sequence[str] = (), do_compile: bool = False,
                 report_dir: Path = Path("nightly-report"),
-                previous: Path | None = None) -> NightlyReport:
+                previous: Path | None = None,
+                options: BuildOptions | None = None) -> NightlyReport:
     """The whole nightly; writes both reports and returns the report."""
     report_dir = Path(report_dir)
     prev_path = previous or report_dir / REPORT_JSON
@@ -343,7 +356,7 @@ def run_nightly(settings: Settings, mlx: str = "main",
     if do_compile:
         for target in targets:
             report.builds.append(build_and_test(
-                settings, report, target, report_dir / "wheels"))
+                settings, report, target, report_dir / "wheels", options))
     else:
         report.builds = [BuildResult(t, "skipped", "compile not asked for")
                          for t in targets]

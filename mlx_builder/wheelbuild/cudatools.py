@@ -87,6 +87,9 @@ def cuda_root(nvcc: str) -> Path:
 # folder) or nvidia/<package>/ (CUDA 12 wheels).
 CUDA_LIBS = {"cublasLt": ("cublasLt.h", "cublas"), "cufft": ("cufft.h", "cufft"),
              "nvrtc": ("nvrtc.h", "cuda_nvrtc")}
+# Linked only by newer MLX (cuSOLVER from 0.32.3): handed to CMake when
+# found, never a reason to fail a build of a tree that does not link it.
+OPTIONAL_CUDA_LIBS = {"cusolver": ("cusolverDn.h", "cusolver")}
 CUDA_ERROR_STUB_LIBRARY = 34
 
 
@@ -200,7 +203,7 @@ def _toolkit_include(nvcc: str | None) -> Path | None:
 
 def packaged_cuda_lib(nvidia: Path, name: str) -> tuple[Path, Path] | None:
     """(library file, include dir) of one component in the nvidia namespace."""
-    header, package = CUDA_LIBS[name]
+    header, package = {**CUDA_LIBS, **OPTIONAL_CUDA_LIBS}[name]
     for base in [*sorted(nvidia.glob("cu[0-9]*"), reverse=True), nvidia / package]:
         libs = sorted((base / "lib").glob(f"lib{name}.so*")) if (base / "lib").is_dir() else []
         libs = [p for p in libs if re.fullmatch(rf"lib{name}\.so(\.\d+)*", p.name)]
@@ -221,14 +224,15 @@ def check_cuda_libs(nvcc: str | None, env: Mapping[str, str], python: str | None
     libraries: dict[str, Path] = {}
     incs: list[Path] = []
     missing, found = [], []
-    for name, (header, _) in CUDA_LIBS.items():
+    for name, (header, _) in {**CUDA_LIBS, **OPTIONAL_CUDA_LIBS}.items():
         if any(d.is_dir() and any(d.glob(f"lib{name}.so*")) for d in dirs) and \
                 include and (include / header).is_file():
             found.append(name)
             continue
         hit = packaged_cuda_lib(nvidia, name) if nvidia else None
         if hit is None:
-            missing.append(f"lib{name}")
+            if name not in OPTIONAL_CUDA_LIBS:
+                missing.append(f"lib{name}")
             continue
         libraries[name] = hit[0]
         if hit[1] not in incs:

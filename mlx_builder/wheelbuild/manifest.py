@@ -1,10 +1,12 @@
 """Version labels and the provenance manifest inside each wheel.
 
 Label: ``<upstream version>+mlxb.<commit12>.<patchhash8>.<target>``, e.g.
-``0.32.2+mlxb.846d176227a0.1f3a9c0e.cu90a`` (PEP 440 local version; the
-target segment keeps wheels of one source for different targets apart in a
-wheelhouse: ``cu90a``, ``cu80x121a``, ``cuda`` for upstream's set, ``cpu``,
-``metal``).
+``0.32.2+mlxb.846d176227a0.1f3a9c0e.cu13.90a`` (PEP 440 local version; the
+target keeps wheels of one source for different targets apart in a
+wheelhouse: ``cu13.90a``, ``cu12.80x121a``, ``cu13.all`` for upstream's set,
+``cpu``, ``metal``). A CUDA label names the CUDA major the wheel was built
+with, because a CUDA 13 wheel needs a driver that a CUDA 12 one does not
+(``cu90a`` without a major is the form of wheels built before this).
 
 The manifest is ``mlx/_mlx_builder_manifest.json`` in the wheel (so it is
 also installed next to the package). Flat keys other tools read: ``version``,
@@ -36,7 +38,8 @@ MANIFEST_PATH = "mlx/_mlx_builder_manifest.json"
 MANIFEST_SUFFIX = "_mlx_builder_manifest.json"
 SCHEMA = 1
 _LABEL = re.compile(r"^(?P<base>[^+]+)\+mlxb\.(?P<commit>[0-9a-f]{12})\."
-                    r"(?P<patches>[0-9a-f]{8})(?:\.(?P<target>[a-z0-9]+))?$")
+                    r"(?P<patches>[0-9a-f]{8})(?:\.(?P<target>[a-z0-9]+(?:\.[a-z0-9]+)?))?$")
+_CUDA_TARGET = re.compile(r"^cu(?P<major>\d{2})\.")
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,19 @@ def provenance_from_tree(tree: Any, upstream_version: str,
         patch_set_hash=patch_hash(applied), extra=extra)
 
 
-def make_label(prov: Provenance, target_tag: str) -> str:
+def label_target(target_tag: str, cuda_major: int | None = None) -> str:
+    """The label's target part: ``cu90a`` with CUDA 13 is ``cu13.90a``,
+    upstream's set (``cuda``) ``cu13.all``; cpu and metal stay as they are."""
+    if cuda_major is None or not target_tag.startswith("cu"):
+        return target_tag
+    arch = "all" if target_tag == "cuda" else target_tag[2:]
+    return f"cu{cuda_major}.{arch}"
+
+
+def make_label(prov: Provenance, target_tag: str, cuda_major: int | None = None) -> str:
     label = (f"{prov.upstream_version}+mlxb.{prov.upstream_commit[:12]}."
-             f"{(prov.patch_set_hash or patch_hash(()))[:8]}.{target_tag}")
+             f"{(prov.patch_set_hash or patch_hash(()))[:8]}."
+             f"{label_target(target_tag, cuda_major)}")
     try:
         Version(label)
     except InvalidVersion:
@@ -101,9 +114,16 @@ def make_label(prov: Provenance, target_tag: str) -> str:
 
 
 def parse_label(version: str) -> dict[str, str] | None:
-    """{'base','commit','patches','target'} of one of our labels, else None."""
+    """{'base','commit','patches','target'} of one of our labels (and
+    'cuda_major' when the target names one), else None."""
     m = _LABEL.match(version)
-    return {k: v for k, v in m.groupdict().items() if v} if m else None
+    if not m:
+        return None
+    found = {k: v for k, v in m.groupdict().items() if v}
+    major = _CUDA_TARGET.match(found.get("target", ""))
+    if major:
+        found["cuda_major"] = major["major"]
+    return found
 
 
 def build_manifest(*, version: str, prov: Provenance, targets: Any,
@@ -113,8 +133,11 @@ def build_manifest(*, version: str, prov: Provenance, targets: Any,
                    gpu_code: Mapping[str, Any] | None = None,
                    cmake_args: Iterable[str] = (), built_from: str = "tree",
                    name: str = "mlx", bundle_sha256: str | None = None,
-                   platform: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    extra = {"bundle_sha256": bundle_sha256} if bundle_sha256 else {}
+                   platform: Mapping[str, Any] | None = None,
+                   cuda_major: int | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {"bundle_sha256": bundle_sha256} if bundle_sha256 else {}
+    if cuda_major is not None:
+        extra["cuda_major"] = cuda_major
     return {**extra,
         "schema": SCHEMA, "tool": f"mlx-builder {__version__}", "name": name,
         "version": version,
@@ -155,7 +178,7 @@ def read_manifest(wheel: Path) -> dict[str, Any]:
     return data
 
 
-_MANIFEST_TYPES = {"version": str, "target": str, "backend": str, "archs": list,
+_MANIFEST_TYPES = {"version": str, "cuda_major": int, "target": str, "backend": str, "archs": list,
                    "upstream_commit": str, "patches": list, "dependencies": list,
                    "toolchain": dict, "gpu_code": dict, "runtime_requires": list}
 
@@ -182,11 +205,21 @@ def record_hash(data: bytes) -> str:
     return "sha256=" + digest.decode()
 
 
-def _add_requires(metadata: bytes, requires: Iterable[str]) -> bytes:
+# Upstream's `mlx` names its backend packages as extras (mlx[cuda13] pulls
+# mlx-cuda-13, and mlx-lm[cuda13] asks for mlx[cuda13]). Our wheel carries its
+# backend itself, so it declares the same extras with nothing in them: pip and
+# uv then take mlx[cuda13] from our wheel alone, quietly, and never pull an
+# upstream backend that would overwrite our libmlx.so.
+BACKEND_EXTRAS = ("cpu", "cuda", "cuda12", "cuda13")
+
+
+def _add_requires(metadata: bytes, requires: Iterable[str], extras: Iterable[str] = ()) -> bytes:
     text = metadata.decode("utf-8")
     head, sep, body = text.partition("\n\n")
     have = set(re.findall(r"^Requires-Dist: (.+)$", head, re.M))
+    provided = set(re.findall(r"^Provides-Extra: (.+)$", head, re.M))
     extra = "".join(f"Requires-Dist: {r}\n" for r in requires if r not in have)
+    extra += "".join(f"Provides-Extra: {e}\n" for e in extras if e not in provided)
     if not extra:
         return metadata
     head = head.rstrip("\n") + "\n" + extra.rstrip("\n")
@@ -194,9 +227,11 @@ def _add_requires(metadata: bytes, requires: Iterable[str]) -> bytes:
 
 
 def inject(wheel: Path, out: Path, *, manifest: Mapping[str, Any],
-           requires: Iterable[str] = ()) -> Path:
+           requires: Iterable[str] = (), extras: Iterable[str] = ()) -> Path:
     """Copy ``wheel`` to ``out`` with the manifest added, Requires-Dist
-    extended, and RECORD rewritten to match every member."""
+    extended, ``extras`` declared (empty), and RECORD rewritten to match
+    every member."""
+    extras = tuple(extras)
     try:
         src = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
@@ -223,7 +258,7 @@ def inject(wheel: Path, out: Path, *, manifest: Mapping[str, Any],
                 added = True
             data = src.read(info)
             if info.filename == f"{dist_info}/METADATA":
-                data = _add_requires(data, requires)
+                data = _add_requires(data, requires, extras)
             payload.append((info, data))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

@@ -30,7 +30,8 @@ from mlx_builder.wheelbuild.buildenv import Platform
 CUDA_EXCLUDES: tuple[str, ...] = (
     "libcuda.so.*", "libcudart.so.*", "libcublas.so.*", "libcublasLt.so.*",
     "libcufft.so.*", "libnvrtc.so.*", "libnvrtc-builtins.so.*", "libcudnn*.so.*",
-    "libnccl.so.*", "libnvJitLink.so.*", "libcusparse.so.*", "libcurand.so.*")
+    "libnccl.so.*", "libnvJitLink.so.*", "libcusparse.so.*", "libcurand.so.*",
+    "libcusolver.so.*", "libcusolverMg.so.*")
 
 _TAG = re.compile(r"\b(manylinux_(\d+)_(\d+)_[a-z0-9_]+?)(?:\.|$)")
 
@@ -104,10 +105,22 @@ def _tool(name: str) -> str:
     return found
 
 
+def floor_tag(floor: str, plat: Platform) -> str:
+    """``2.28`` (or ``2_28``, ``manylinux_2_28``) -> ``manylinux_2_28_<machine>``."""
+    m = re.fullmatch(r"(?:manylinux_?)?(\d+)[._](\d+)", floor.strip())
+    if not m:
+        raise WheelError(f"--manylinux-floor {floor!r} is not a glibc version",
+                         "it names the oldest glibc the wheel must install on",
+                         "pass e.g. 2.28 (RHEL 8, Ubuntu 20.04 and newer)")
+    return f"manylinux_{m[1]}_{m[2]}_{plat.machine}"
+
+
 def repair(raw: Path, out_dir: Path, plat: Platform, runner: StepRunner,
-           ldpaths: Iterable[str] = ()) -> Repaired:
+           ldpaths: Iterable[str] = (), floor: str | None = None) -> Repaired:
     """auditwheel repair of ``raw`` into ``out_dir`` (CUDA libraries excluded),
-    then the nvidia RPATH entries put back."""
+    then the nvidia RPATH entries put back. With ``floor`` (``2.28``) the wheel
+    is tagged for that glibc, and a wheel that needs a newer one fails here
+    instead of reaching users whose systems cannot install it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before: dict[str, list[str]] = {}
     with zipfile.ZipFile(raw) as zf:
@@ -118,7 +131,8 @@ def repair(raw: Path, out_dir: Path, plat: Platform, runner: StepRunner,
                     before[name] = rp
     dirs = [*ldpaths, f"/usr/lib/{plat.triple}", f"/lib/{plat.triple}",
             f"/usr/{plat.triple}/lib"]
-    argv = [sys.executable, "-m", "auditwheel", "repair", "--plat", "auto",
+    argv = [sys.executable, "-m", "auditwheel", "repair",
+            "--plat", floor_tag(floor, plat) if floor else "auto",
             "-w", str(out_dir), "--ldpaths", ":".join(dirs)]
     for pattern in CUDA_EXCLUDES:
         argv += ["--exclude", pattern]
@@ -127,7 +141,9 @@ def repair(raw: Path, out_dir: Path, plat: Platform, runner: StepRunner,
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         runner.run("auditwheel-repair", [*argv, str(raw)], error_cls=WheelError,
                    env={"PATH": path},
-                   hint="`auditwheel show` on the wheel says which library blocks a tag")
+                   hint="`auditwheel show` on the wheel says which library blocks a tag"
+                        + ("; build on a distribution no newer than the floor (a manylinux "
+                           "container)" if floor else ""))
     except WheelError:
         for left in out_dir.glob("*.whl"):      # nothing half-done
             left.unlink()

@@ -35,7 +35,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from mlx_builder.wheelbuild.buildenv import BuildEnv, Platform, cross_target, ho
 from mlx_builder.wheelbuild.bundle import LOCAL_TREE, SourcePlan, open_bundle, plan_from_tree, tree_files
 from mlx_builder.wheelbuild.cross import toolchain_file
 from mlx_builder.wheelbuild.deps import setup_py_defines
-from mlx_builder.wheelbuild.manifest import build_manifest, inject
+from mlx_builder.wheelbuild.manifest import BACKEND_EXTRAS, build_manifest, inject, make_label
 from mlx_builder.wheelbuild.probe import Check
 from mlx_builder.wheelbuild.sass import verify_sass
 from mlx_builder.wheelbuild.targets import TargetSet
@@ -253,7 +253,9 @@ class Tracker:
             self.prog.update(self.task, completed=int(m.group(1)), total=100)
         elif "-- Configuring done" in line:
             self.prog.update(self.task, description="compiling")
-        elif ("Running command" in line and "setup.py" in line) or "bdist_wheel" in line:
+        elif self.total and self.done >= self.total and (
+                ("Running command" in line and "setup.py" in line) or "bdist_wheel" in line):
+            # pip names bdist_wheel before CMake starts too: packaging is after the compile
             self.prog.update(self.task, description="packaging")
 
 
@@ -310,6 +312,9 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
         if not c.ok and not c.required:
             err_console.print(f"note: {c.name}: {c.detail}", markup=False)
     tc.require()
+    if targets.backend == "cuda":
+        # The label names the CUDA major only now that the toolkit is known.
+        plan = replace(plan, label=make_label(plan.provenance, targets.tag, toolkit_major(tc)))
     overlay_dir = staged.parent / ("cuda-overlay" + (f"-{cross_to.machine}" if cross_to else ""))
     overlay = (tc.cuda_libs.cmake_args(overlay_dir, tc.env.get("CC"))
                if tc.cuda_libs else [])
@@ -317,6 +322,17 @@ def _prepare(settings: Settings, plan: SourcePlan, from_bundle: bool,
                   *(cross_args(tc, cross_to, benv, staged.parent) if cross_to else []),
                   *launcher_args(tc, benv), *extra]
     return Prepared(plan, staged, tc, cmake_args, isolate, python, runner, plat, benv)
+
+
+def toolkit_major(tc: Toolchain) -> int:
+    """The CUDA major of the toolkit a build uses (its nvcc's version)."""
+    version = tc.versions().get("nvcc", "")
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        raise BuildError(f"cannot read the CUDA version of nvcc ({version!r})",
+                         "the wheel's label names its CUDA major",
+                         "run `mlx-builder doctor` to see which nvcc is used") from None
 
 
 def resolve_toolchain(settings: Settings, targets: TargetSet, plan: SourcePlan, staged: Path,
@@ -395,7 +411,8 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
                 extra_cmake_args: Iterable[str] = (),
                 bundle_sha256: str | None = None, toolchain: str = "system",
                 cuda_major: int | None = None,
-                target_platform: Platform | None = None, manylinux: bool = True) -> Path:
+                target_platform: Platform | None = None, manylinux: bool = True,
+                manylinux_floor: str | None = None) -> Path:
     """Build, verify and label one wheel; returns its path in ``out_dir``.
     The build folder is locked for the whole build.
 
@@ -410,7 +427,7 @@ def build_wheel(settings: Settings, source: Any, targets: TargetSet | None,
         p = _prepare(settings, plan, from_bundle, python, isolation, extra_cmake_args,
                      toolchain=toolchain, cuda_major=cuda_major,
                      target_platform=target_platform)
-        return _build_wheel(settings, p, out_dir, manylinux, start)
+        return _build_wheel(settings, p, out_dir, manylinux, start, manylinux_floor)
 
 
 # What a wheel of each backend needs in --out, checked before the compile
@@ -424,7 +441,7 @@ def expected_wheel_bytes(targets: TargetSet) -> int:
 
 
 def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool,
-                 start: float) -> Path:
+                 start: float, manylinux_floor: str | None = None) -> Path:
     plan, targets = p.plan, p.plan.targets
     env = build_env(settings, plan, p.tc, p.cmake_args)
     wheel_tmp = p.staged.parent / f"wheel-{_slug(targets.tag)}"
@@ -448,7 +465,7 @@ def _build_wheel(settings: Settings, p: Prepared, out_dir: Path, manylinux: bool
     built_from = f"bundle sha256:{plan.bundle_sha256}" if plan.bundle_sha256 else "tree"
     out = finish_wheel(wheels[0], plan, p.tc, p.staged, Path(out_dir), p.cmake_args,
                        built_from, p.python, plat=p.platform, runner=p.runner,
-                       manylinux=manylinux,
+                       manylinux=manylinux, manylinux_floor=manylinux_floor,
                        packages=p.buildenv.versions if p.buildenv else None)
     took = time.monotonic() - start
     console.print(f"wheel: {out} ({out.stat().st_size / 2**20:.1f} MiB; log {result.log_path})",
@@ -509,7 +526,8 @@ def _python_version(python: str) -> str:
 def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_dir: Path,
                  cmake_args: list[str], built_from: str, python: str, *,
                  plat: Platform | None = None, runner: StepRunner | None = None,
-                 manylinux: bool = True, packages: dict[str, str] | None = None) -> Path:
+                 manylinux: bool = True, packages: dict[str, str] | None = None,
+                 manylinux_floor: str | None = None) -> Path:
     targets = plan.targets
     version = wheel_version(raw)
     if Version(version) != Version(plan.label):
@@ -527,7 +545,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             path = Path(zf.extract(lib, tmp))
             code = verify_sass(path, targets.sass_archs, tc.tools.get("cuobjdump"))
             gpu = {"sass": sorted(code.sass), "ptx": sorted(code.ptx), "method": code.method}
-            toolkit = int(tc.versions()["nvcc"].split(".")[0])
+            toolkit = toolkit_major(tc)
             requires, req_source = cuda_runtime_requirements(staged, toolkit, platform.system())
         elif targets.backend == "metal" and not any(m.endswith("mlx.metallib") for m in members):
             raise BuildError(f"{raw.name} has no mlx.metallib", "the Metal kernels are missing")
@@ -547,7 +565,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             raw.name.endswith(f"-{plat.wheel_tag}.whl"):
         from mlx_builder.wheelbuild.manylinux import repair
         work_dir = Path(tempfile.mkdtemp(prefix="mlxb-manylinux-"))
-        fixed = repair(raw, work_dir, plat, runner)
+        fixed = repair(raw, work_dir, plat, runner, floor=manylinux_floor)
         platform_info = fixed.to_json(plat)
         console.print(f"repaired to {fixed.tag} (glibc >= {fixed.glibc}; grafted "
                       f"{', '.join(fixed.grafted) or 'nothing'})", markup=False)
@@ -557,9 +575,11 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
         dependencies=[d.to_json() for d in plan.deps.deps],
         disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
-        built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info)
+        built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info,
+        cuda_major=toolkit_major(tc) if targets.backend == "cuda" else None)
     try:
-        return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires)
+        return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires,
+                      extras=BACKEND_EXTRAS)
     except OSError as exc:
         failed = outputs.disk_error(exc, f"cannot write the wheel into --out {out_dir}")
         failed.next_step = (f"the built wheel (without its manifest) is kept at {raw}; "

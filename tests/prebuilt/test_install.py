@@ -17,18 +17,23 @@ from fakes import make_wheel, manifest_for
 from packaging import tags as ptags
 
 from mlx_builder.cli import cli, main
-from mlx_builder.errors import WheelError
+from mlx_builder.errors import ConflictingPackageError, DriverTooOldError, FetchError, WheelError
 from mlx_builder.prebuilt.install import (
+    FAKE_DRIVER_ENV,
     FAKE_GPU_ENV,
     FAKE_PLATFORM_ENV,
     choose_wheel,
     cuda_driver_gpus,
+    cuda_driver_version,
     detect_host,
+    driver_error,
+    installed_backends,
     interpreter_tags,
     parse_arch,
     pip_command,
 )
 from mlx_builder.prebuilt.wheelindex import load_listing, write_index
+from mlx_builder.settings import DEFAULT_INDEX
 
 _T = next(iter(ptags.sys_tags()))
 MAC_TAG = f"{_T.interpreter}-{_T.abi}-macosx_14_0_arm64"
@@ -183,7 +188,7 @@ def test_install_with_pip_offline_into_target(house, tmp_path):
     target = tmp_path / "site"
     res = CliRunner().invoke(cli, [
         "--offline", "--cache-dir", str(tmp_path / "cache"), "install",
-        "--index", (house / "simple").as_uri(), "--backend", "cpu",
+        "--index", (house / "cpu" / "simple").as_uri(), "--backend", "cpu",
         f"--pip-arg=--target={target}"], env={"PIP_CONFIG_FILE": os.devnull},
         catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -202,11 +207,13 @@ def test_pip_command_offline_uses_wheel_dir():
 @pytest.mark.skipif(platform.system() != "Linux", reason="nvidia-smi path is Linux")
 def test_detect_with_nvidia_smi(tmp_path):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA GB10, 12.1'\n")
+    smi.write_text("#!/bin/sh\ncase \"$1\" in *driver*) echo '580.95.05';; "
+                   "*) echo 'NVIDIA GB10, 12.1';; esac\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     host = detect_host(env={"PATH": str(tmp_path)})
     assert host.backend == "cuda" and host.source == "nvidia-smi"
     assert host.gpus[0].cc == (12, 1) and host.gpus[0].name == "NVIDIA GB10"
+    assert host.driver == "580.95.05" and "driver 580.95.05" in host.describe()
     assert host.tags[0] == _T
 
 
@@ -223,6 +230,7 @@ int cuDeviceGetAttribute(int *v, int attr, int d) {
 int cuDeviceGetName(char *n, int len, int d) {
   strncpy(n, d ? "Fake GB10" : "Fake H200", len); return 0;
 }
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 """
 
 
@@ -237,6 +245,103 @@ def test_cuda_driver_detection_through_ctypes(tmp_path):
     assert [(g.name, g.cc) for g in gpus] == [("Fake H200", (9, 0)),
                                               ("Fake GB10", (12, 1))]
     assert cuda_driver_gpus(str(tmp_path / "absent.so")) == ()
+    assert cuda_driver_version(str(lib)) == "13.0"
+    assert cuda_driver_version(str(tmp_path / "absent.so")) is None
+
+
+@pytest.fixture()
+def majors(tmp_path):
+    """The same sm_90 build with CUDA 12 and with CUDA 13."""
+    h = tmp_path / "majors"
+    make_wheel(h, "0.32.1+mlxb.a.cu12.90a", manifest=manifest_for("cuda-sm90", cuda_major=12))
+    make_wheel(h, "0.32.1+mlxb.a.cu13.90a", manifest=manifest_for("cuda-sm90", cuda_major=13))
+    write_index(h)
+    return h
+
+
+@pytest.mark.parametrize("driver, chosen", [
+    ("580.82.07", "cu13.90a"),       # both run: the newer CUDA
+    ("575.57.08", "cu12.90a"),       # CUDA 13 needs 580.65.06
+    (None, "cu12.90a"),              # unknown driver: the CUDA the most drivers run
+])
+def test_the_driver_decides_between_cuda_majors(majors, driver, chosen):
+    env = {FAKE_GPU_ENV: "sm_90", **({FAKE_DRIVER_ENV: driver} if driver else {})}
+    choice = _choose(majors, env)
+    assert choice.chosen is not None and chosen in choice.chosen.filename, \
+        [(c.filename, c.reason) for c in choice.candidates]
+    if driver == "575.57.08":
+        assert "needs NVIDIA driver >= 580.65.06; this host has 575.57.08" in \
+            _reasons(choice)["0.32.1+mlxb.a.cu13.90a"]
+
+
+def test_a_driver_too_old_for_every_fitting_wheel_exits_40(majors, tmp_path):
+    choice = _choose(majors, {FAKE_GPU_ENV: "sm_90", FAKE_DRIVER_ENV: "520.61.05"})
+    assert choice.chosen is None and isinstance(driver_error(choice), DriverTooOldError)
+    res = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "c"), "install", "--index",
+                                   str(majors), "--dry-run"],
+                             env={FAKE_GPU_ENV: "sm_90", FAKE_DRIVER_ENV: "520.61.05"})
+    assert isinstance(res.exception, DriverTooOldError), res.output
+    assert DriverTooOldError.exit_code == 40
+    with pytest.raises(Exception, match="cannot parse"):
+        detect_host(env={FAKE_DRIVER_ENV: "new"})
+
+
+def _python_with(site: Path, tmp_path: Path) -> str:
+    """An interpreter whose packages include those under ``site``."""
+    wrapper = tmp_path / "python-with-site"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _fake_dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text("")
+
+
+def test_install_refuses_to_overlay_upstream_backends(house, tmp_path):
+    site = tmp_path / "site"
+    _fake_dist(site, "mlx-cuda-13", "0.32.4")
+    _fake_dist(site, "mlx", "0.32.4")
+    python = _python_with(site, tmp_path)
+    assert installed_backends(python) == [("mlx-cuda-13", "0.32.4")]
+    assert installed_backends(sys.executable) == []
+    res = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "c"), "install", "--index",
+                                   str(house), "--python", python, "--dry-run"],
+                             env={FAKE_GPU_ENV: "sm_90"})
+    assert isinstance(res.exception, ConflictingPackageError), res.output
+    assert "mlx-cuda-13 0.32.4" in str(res.exception) and ConflictingPackageError.exit_code == 41
+    ok = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "c"), "install", "--index",
+                                  str(house), "--python", python, "--dry-run",
+                                  "--replace-upstream"], env={FAKE_GPU_ENV: "sm_90"})
+    assert ok.exit_code == 0, ok.output
+
+
+def test_install_reads_its_index_from_env_config_or_the_default(house, tmp_path):
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    env = {FAKE_GPU_ENV: "sm_90", "MLX_BUILDER_CONFIG": None}
+    res = CliRunner().invoke(cli, [*cache, "install", "--dry-run"],
+                             env={**env, "MLX_BUILDER_INDEX": str(house)})
+    assert res.exit_code == 0 and f"index:  {house} " in res.output, res.output
+    config = tmp_path / "config.toml"
+    config.write_text(f'index = "{house.as_uri()}"\n')
+    res = CliRunner().invoke(cli, [*cache, "--config", str(config), "install", "--dry-run"],
+                             env={**env, "MLX_BUILDER_INDEX": None})
+    assert res.exit_code == 0 and f"index:  {house.as_uri()} " in res.output, res.output
+    res = CliRunner().invoke(cli, [*cache, "--offline", "install", "--dry-run"],
+                             env={**env, "MLX_BUILDER_INDEX": None,
+                                  "XDG_CONFIG_HOME": str(tmp_path / "none")})
+    assert isinstance(res.exception, FetchError)
+    assert f"cannot read the index {DEFAULT_INDEX} offline" in str(res.exception)
+
+
+def test_dry_run_prints_the_pip_command_of_the_variant(house):
+    out = _cli_dry_run(house, {FAKE_GPU_ENV: "sm_121"})
+    root = house.as_uri()
+    assert (f"pip: pip install -c {root}/cuda-sm121/constraints.txt "
+            f"--extra-index-url {root}/cuda-sm121/simple/ mlx") in out
 
 
 def test_tags_of_another_interpreter_and_faked_platforms():

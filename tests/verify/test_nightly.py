@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 
 import git
 import pytest
@@ -17,11 +18,13 @@ from mlx_builder.source import gitops
 from mlx_builder.verify.nightly import (
     REPORT_JSON,
     REPORT_MD,
+    BuildOptions,
     compile_available,
     run_nightly,
     touched_commits,
     why_not_here,
 )
+from mlx_builder.wheelbuild.buildenv import PLATFORMS
 from mlx_builder.wheelbuild.targets import parse_targets
 
 CHUNKED = "0010-chunked-sdpa-fallback.patch"      # attention.cpp line 20
@@ -139,6 +142,30 @@ def test_compile_default_follows_the_toolchain(monkeypatch, tmp_path):
     nvcc.write_text("#!/bin/sh\n")
     nvcc.chmod(0o755)
     assert compile_available(["cuda-sm90", "cuda-sm121"]) is True
+    nvcc.unlink()
+    if platform.system() == "Linux":      # the registry toolchain needs no nvcc here
+        assert compile_available(["cuda-sm90"], toolchain="pypi") is True
+        assert compile_available(["cuda-sm90"], toolchain="auto") is True
+    assert compile_available(["cuda-sm90"], toolchain="system") is False
+
+
+def test_nightly_builds_with_the_toolchain_it_is_given(upstream, tmp_path, monkeypatch):
+    """`nightly --toolchain pypi` builds as `build --toolchain pypi` does."""
+    from mlx_builder.errors import BuildError
+    from mlx_builder.wheelbuild import wheel as wheel_mod
+    seen = {}
+
+    def fake_build(settings, tree, tset, out_dir, **kw):
+        seen.update(kw, target=tset.spec)
+        raise BuildError("stopped here")
+
+    monkeypatch.setattr(wheel_mod, "build_wheel", fake_build)
+    report = run_nightly(upstream.settings(), targets=["cuda-sm90"], do_compile=True,
+                         report_dir=tmp_path / "r",
+                         options=BuildOptions("pypi", 13, PLATFORMS["linux-aarch64"]))
+    assert seen == {"target": "cuda-sm90", "toolchain": "pypi", "cuda_major": 13,
+                    "target_platform": PLATFORMS["linux-aarch64"]}
+    assert report.builds[0].status == "failed" and report.builds[0].detail == "stopped here"
 
 
 @pytest.mark.parametrize("target, gpu, runs", [

@@ -223,3 +223,15 @@ def test_a_missing_package_fails_and_leaves_nothing(tmp_path, wheelhouse):
         be.provision(tmp_path / "cache", s, StepRunner(tmp_path / "logs"), offline=True,
                      wheelhouse=wheelhouse, say=lambda m: None)
     assert not (tmp_path / "cache" / "buildenv" / s.name).exists()
+
+
+def test_an_arm_only_gpu_target_for_x86_64_is_warned_about():
+    x86, arm = be.PLATFORMS["linux-x86_64"], be.PLATFORMS["linux-aarch64"]
+    warning = be.platform_warning("cuda-sm121", x86)
+    assert warning and "GB10" in warning and "--platform linux-aarch64" in warning
+    assert "x86_64 wheel" in warning
+    assert be.platform_warning("cuda-sm90,cuda-sm121", x86)
+    assert be.platform_warning("cuda-sm121", arm) is None
+    assert be.platform_warning("cuda-sm90", x86) is None
+    assert be.platform_warning("cuda-sm121", None, machine="aarch64") is None
+    assert be.platform_warning("cuda-sm121", None, machine="x86_64")

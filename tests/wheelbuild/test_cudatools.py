@@ -78,6 +78,23 @@ def test_cuda_libs_come_from_the_build_pythons_packages(tmp_path):
     assert "generated stub" in check.detail and "python package" in check.detail
 
 
+def test_cusolver_is_handed_over_when_packaged_and_never_required(tmp_path):
+    """MLX 0.32.3+ links cuSOLVER (nvidia-cusolver puts it in nvidia/cu13)."""
+    nvcc = toolkit(tmp_path / "cuda")
+    cu13 = site_with_cu13(tmp_path / "site")
+    (cu13 / "lib" / "libcusolver.so.12").write_bytes(b"")
+    (cu13 / "include" / "cusolverDn.h").write_text("// cusolverDn.h from the wheel\n")
+    python = python_over(tmp_path, tmp_path / "site")
+    check, libs = check_cuda_libs(nvcc, env_with(tmp_path / "bin"), python, host=False)
+    assert check.ok and libs.libraries["cusolver"] == cu13 / "lib" / "libcusolver.so.12"
+    with_driver = CudaLibs(libs.libraries, libs.include_dirs, libs.toolkit_include, False)
+    assert f"-DCUDA_cusolver_LIBRARY={cu13 / 'lib' / 'libcusolver.so.12'}" in \
+        with_driver.cmake_args(tmp_path / "scratch", None)
+    (cu13 / "lib" / "libcusolver.so.12").unlink()
+    check, libs = check_cuda_libs(nvcc, env_with(tmp_path / "bin"), python, host=False)
+    assert check.ok and "cusolver" not in libs.libraries
+
+
 def test_cuda_libs_missing_everywhere_fail_with_both_fixes(tmp_path):
     nvcc = toolkit(tmp_path / "cuda")
     check, libs = check_cuda_libs(nvcc, env_with(tmp_path / "bin"), "/nonexistent/python",

@@ -55,6 +55,18 @@ def test_label_names_commit_patch_set_and_target():
     assert parse_label("0.32.2") is None
 
 
+def test_a_cuda_label_names_its_cuda_major():
+    """--cuda 12 and --cuda 13 builds of one source get different versions."""
+    prov = provenance_from_tree(prepared([patch("0020-a.patch", "1" * 64)]), "0.32.2")
+    cu12, cu13 = (make_label(prov, "cu90a", major) for major in (12, 13))
+    assert cu12.endswith(".cu12.90a") and cu13.endswith(".cu13.90a") and cu12 != cu13
+    assert parse_label(cu13)["target"] == "cu13.90a" and parse_label(cu13)["cuda_major"] == "13"
+    assert make_label(prov, "cuda", 13).endswith(".cu13.all")
+    assert make_label(prov, "cu80x121a", 12).endswith(".cu12.80x121a")
+    assert make_label(prov, "cpu", 13).endswith(".cpu")        # no CUDA in a cpu wheel
+    assert "cuda_major" not in parse_label(make_label(prov, "cu90a"))
+
+
 def test_provenance_json_round_trip():
     prov = provenance_from_tree(prepared([patch("0020-a.patch", "a" * 64)]), "0.32.2")
     again = Provenance.from_json(prov.to_json())

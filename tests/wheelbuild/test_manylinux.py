@@ -13,7 +13,7 @@ from mlx_builder.errors import WheelError
 from mlx_builder.process import StepRunner
 from mlx_builder.wheelbuild.buildenv import PLATFORMS, host_platform
 from mlx_builder.wheelbuild.manifest import record_hash
-from mlx_builder.wheelbuild.manylinux import CUDA_EXCLUDES, elf_machine, elf_rpaths, parse_tag, repair
+from mlx_builder.wheelbuild.manylinux import CUDA_EXCLUDES, elf_machine, elf_rpaths, floor_tag, parse_tag, repair
 
 pytestmark = pytest.mark.skipif(host_platform() is None or not shutil.which("cc"),
                                 reason="needs Linux and a C compiler")
@@ -53,7 +53,8 @@ def test_parse_tag():
 
 def test_the_cuda_libraries_are_never_grafted():
     for soname in ("libcudart.so.13", "libcublasLt.so.13", "libcudnn.so.9",
-                   "libcudnn_graph.so.9", "libnccl.so.2", "libcuda.so.1", "libnvrtc.so.13"):
+                   "libcudnn_graph.so.9", "libnccl.so.2", "libcuda.so.1", "libnvrtc.so.13",
+                   "libcusolver.so.12", "libcusolver.so.11"):
         import fnmatch
         assert any(fnmatch.fnmatch(soname, p) for p in CUDA_EXCLUDES), soname
 
@@ -119,3 +120,27 @@ def test_grafted_names_skip_the_folder_entry(tmp_path):
         zf.writestr("mlx.libs/libopenblas-1234.so", b"\x7fELF not really")
         zf.writestr("mlx/__init__.py", b"")
     assert _restore_rpaths(wheel, {}) == ["libopenblas-1234.so"]
+
+
+def test_floor_tag_forms():
+    plat = host_platform()
+    for text in ("2.28", "2_28", "manylinux_2_28"):
+        assert floor_tag(text, plat) == f"manylinux_2_28_{plat.machine}"
+    with pytest.raises(WheelError, match="not a glibc version"):
+        floor_tag("rhel8", plat)
+
+
+def test_a_floor_tags_the_wheel_and_refuses_what_needs_a_newer_glibc(tmp_path):
+    plat = host_platform()
+    old = cc(tmp_path / "libmlx.so", "#include <stdio.h>\nint f(void) { return puts(\"f\"); }\n")
+    fixed = repair(wheel_with(tmp_path, old, plat.wheel_tag), tmp_path / "out", plat,
+                   StepRunner(tmp_path / "logs"), floor="2.28")
+    assert fixed.tag == f"manylinux_2_28_{plat.machine}"
+    # getrandom() came with glibc 2.25: a 2.17 floor cannot hold it
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    new = cc(new_dir / "libmlx.so", "#include <sys/random.h>\n"
+             "int f(void) { char b[4]; return (int)getrandom(b, 4, 0); }\n")
+    with pytest.raises(WheelError, match="auditwheel-repair"):
+        repair(wheel_with(new_dir, new, plat.wheel_tag), tmp_path / "out2", plat,
+               StepRunner(tmp_path / "logs2"), floor="2.17")

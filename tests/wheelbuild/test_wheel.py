@@ -397,6 +397,25 @@ def test_stage_keeps_files_whose_bytes_did_not_change(tmp_path):
     assert copy.read_text() == "kernel = 2\n" and copy.stat().st_mtime == 2_000_000_100
 
 
+@pytest.mark.parametrize("nvcc, tag", [("12.9.86", "cu12.90a"), ("13.0.88", "cu13.90a")])
+def test_a_cuda_build_is_labelled_with_its_toolkits_major(tmp_path, monkeypatch, nvcc, tag):
+    """The label is fixed once the toolkit is known: `--cuda 12` and `--cuda 13`
+    builds of one source never share a file name."""
+    monkeypatch.setattr(build_mod, "check_toolchain",
+                        lambda *a, **k: Toolchain((Check("nvcc", True, True, nvcc),)))
+    settings = Settings(cache_dir=tmp_path / "cache", offline=True)
+    plan = plan_for(fake_mlx(tmp_path / "mlx"), "cuda-sm90")
+    assert plan.label.endswith(".cu90a")
+    prepared = build_mod._prepare(settings, plan, False, sys.executable, False, (),
+                                  check_python=False, toolchain="system")
+    assert prepared.plan.label == plan.label.removesuffix("cu90a") + tag
+    bad = Toolchain((Check("nvcc", True, True, "unknown"),))
+    monkeypatch.setattr(build_mod, "check_toolchain", lambda *a, **k: bad)
+    with pytest.raises(BuildError, match="CUDA version of nvcc"):
+        build_mod._prepare(settings, plan, False, sys.executable, False, (),
+                           check_python=False, toolchain="system")
+
+
 def test_out_without_room_for_the_wheel_fails_before_the_build(tmp_path, no_toolchain, monkeypatch):
     from collections import namedtuple
 
