@@ -8,12 +8,20 @@ from typing import Any
 import click
 
 from mlx_builder import outputs
-from mlx_builder.commands.options import mlx_ref_option, python_option, series_option, target_spec_option
+from mlx_builder.commands.options import (
+    cuda_option,
+    mlx_ref_option,
+    platform_option,
+    python_option,
+    series_option,
+    target_spec_option,
+    toolchain_option,
+)
 from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError, BundleError, ConfigError
 from mlx_builder.settings import Settings
 from mlx_builder.verify.routes import resolve_interpreter
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
+from mlx_builder.wheelbuild.buildenv import parse_platform, platform_warning
 from mlx_builder.wheelbuild.bundle import normalize_sha256, prepare
 from mlx_builder.wheelbuild.targets import parse_targets
 from mlx_builder.wheelbuild.wheel import build_wheel
@@ -44,15 +52,11 @@ from mlx_builder.wheelbuild.wheel import configure_only as configure
               help="Extra CMake argument, e.g. -DMLX_BUILD_GGUF=OFF (repeatable).")
 @click.option("--configure-only", is_flag=True,
               help="Run only CMake's configure step (an offline check of the sources).")
-@click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
-              show_default=True,
-              help="CUDA toolchain: pypi (registry packages, cached by their pins), system "
-                   "(the toolkit on this machine); auto = pypi unless offline without it.")
-@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
-              help="CUDA major of the registry toolchain (default: what the target needs).")
-@click.option("--platform", "platform_name", default=None,
-              help="Target platform: linux-x86_64 or linux-aarch64 (cross-built on x86_64). "
-                   "Default: this host's.")
+@toolchain_option(help="CUDA toolchain: pypi (registry packages, cached by their pins), system "
+                       "(the toolkit on this machine); auto = pypi unless offline without it.")
+@cuda_option(help="CUDA major of the registry toolchain (default: what the target needs).")
+@platform_option(help="Target platform: linux-x86_64 or linux-aarch64 (cross-built on x86_64). "
+                      "Default: this host's.")
 @click.option("--manylinux/--no-manylinux", default=True, show_default=True,
               help="Repair a Linux wheel to its manylinux_2_X tag with auditwheel "
                    "(the nvidia-* CUDA libraries are not grafted).")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlx_builder.commands.options import mlx_ref_option, series_option, target_spec_option
+from mlx_builder.commands.options import cuda_option, mlx_ref_option, platform_option, series_option, target_spec_option
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
 from mlx_builder.settings import Settings
@@ -28,11 +28,9 @@ from mlx_builder.wheelbuild.targets import parse_targets
 @click.option("--with-toolchain", is_flag=True,
               help="Carry the CUDA build environment's registry wheels (nvcc, CUDA "
                    "libraries, cuDNN, NCCL, CMake, Ninja): the node needs no network.")
-@click.option("--platform", "platform_name", default=None,
-              help="With --with-toolchain: the node's platform (linux-x86_64, "
-                   "linux-aarch64); default this host's.")
-@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
-              help="With --with-toolchain: the CUDA major (default: what the target needs).")
+@platform_option(help="With --with-toolchain: the node's platform (linux-x86_64, "
+                      "linux-aarch64); default this host's.")
+@cuda_option(help="With --with-toolchain: the CUDA major (default: what the target needs).")
 @click.option("--python-version", "python_version", default=None,
               help="With --with-toolchain: the node's Python X.Y.Z (default: this one's).")
 @click.pass_obj

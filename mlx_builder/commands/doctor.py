@@ -12,12 +12,19 @@ import sys
 import click
 from rich.table import Table
 
-from mlx_builder.commands.options import json_flag, python_option, target_spec_option
+from mlx_builder.commands.options import (
+    cuda_option,
+    json_flag,
+    platform_option,
+    python_option,
+    target_spec_option,
+    toolchain_option,
+)
 from mlx_builder.console import console, print_table
 from mlx_builder.errors import ToolchainError
 from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild import buildenv as benv_mod
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, Platform, cross_target, host_platform, parse_platform
+from mlx_builder.wheelbuild.buildenv import Platform, cross_target, host_platform, parse_platform
 from mlx_builder.wheelbuild.probe import Check
 from mlx_builder.wheelbuild.targets import TargetSet, parse_targets
 from mlx_builder.wheelbuild.toolchain import DEFAULT_BUILD_REQUIRES, Toolchain, check_toolchain, find_nvcc
@@ -94,12 +101,9 @@ def _host_checks(python: str | None, plat: Platform | None, choice: Check) -> To
     default=None,
     help="Target to check (default: metal on macOS, cuda where nvcc is, else cpu).")
 @python_option(help="Build Python (default: the one running mlx-builder).")
-@click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
-              show_default=True, help="As for `build`: pypi, system or auto.")
-@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
-              help="CUDA major of the registry toolchain.")
-@click.option("--platform", "platform_name", default=None,
-              help="Target platform (linux-x86_64, linux-aarch64); default this host's.")
+@toolchain_option(help="As for `build`: pypi, system or auto.")
+@cuda_option(help="CUDA major of the registry toolchain.")
+@platform_option(help="Target platform (linux-x86_64, linux-aarch64); default this host's.")
 @json_flag(help="Print the checks as JSON.")
 @click.pass_obj
 def command(settings: Settings, target_spec: str | None, python: str | None, toolchain: str,

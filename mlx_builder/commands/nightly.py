@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from mlx_builder.commands.options import mlx_ref_option
+from mlx_builder.commands.options import cuda_option, mlx_ref_option, platform_option, toolchain_option
 from mlx_builder.console import console, err_console, print_table
 from mlx_builder.errors import RegressionError
 from mlx_builder.lists import comma_list
@@ -20,7 +20,7 @@ from mlx_builder.verify.nightly import (
     compile_available,
     run_nightly,
 )
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, platform_warning
+from mlx_builder.wheelbuild.buildenv import parse_platform, platform_warning
 
 
 @click.command("nightly")
@@ -32,14 +32,10 @@ from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, parse_platform, pla
               help="Build wheels when the series applies (default: when the toolchain "
                    "exists: Linux for cuda targets with --toolchain pypi/auto, nvcc on "
                    "PATH with system; macOS for metal).")
-@click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
-              show_default=True,
-              help="CUDA toolchain of the builds, as for `mlx-builder build`: pypi "
-                   "(registry packages), system, or auto.")
-@click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
-              help="CUDA major of the registry toolchain (default: what the target needs).")
-@click.option("--platform", "platform_name", default=None,
-              help="Target platform of the builds: linux-x86_64 or linux-aarch64.")
+@toolchain_option(help="CUDA toolchain of the builds, as for `mlx-builder build`: pypi "
+                       "(registry packages), system, or auto.")
+@cuda_option(help="CUDA major of the registry toolchain (default: what the target needs).")
+@platform_option(help="Target platform of the builds: linux-x86_64 or linux-aarch64.")
 @click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("nightly-report"), show_default=True,
               help=f"Where {REPORT_JSON}, {REPORT_MD} and wheels go.")

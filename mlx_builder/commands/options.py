@@ -1,5 +1,6 @@
 """Options shared by the commands: ``--mlx``, ``--series``, ``--target``,
-``--python`` and ``--json``, each declared once here with the parameter
+``--python``, ``--json`` and the toolchain's ``--toolchain``, ``--cuda`` and
+``--platform``, each declared once here with the parameter
 name every command receives it under; a command passes its own help. Comma
 lists (``--targets a,b``, ``--dims 256,512``) are parsed by
 ``mlx_builder.lists``, which the library modules use too.
@@ -17,6 +18,7 @@ from typing import Any
 import click
 
 from mlx_builder.source.series import BUILD_TARGETS
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES
 
 MLX_REF_HELP = "MLX version (0.32.1), main, a tag or a commit."
 SERIES_HELP = "Force a patch series."
@@ -53,3 +55,20 @@ def python_option(help: str, **kw: Any) -> Callable:
 def json_flag(help: str = "Print the result as JSON.") -> Callable:
     """``--json``: print the command's result as JSON (``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def toolchain_option(help: str) -> Callable:
+    """``--toolchain pypi|system|auto`` (default auto) into ``toolchain``."""
+    return click.option("--toolchain", type=click.Choice(TOOLCHAIN_MODES), default="auto",
+                        show_default=True, help=help)
+
+
+def cuda_option(help: str) -> Callable:
+    """``--cuda 12|13``: the registry toolchain's CUDA major (``cuda_major``)."""
+    return click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
+                        help=help)
+
+
+def platform_option(help: str) -> Callable:
+    """``--platform linux-x86_64|linux-aarch64`` into ``platform_name``, default none."""
+    return click.option("--platform", "platform_name", default=None, help=help)
