@@ -22,15 +22,7 @@ import sys
 import time
 
 import numpy as np
-
-SHAPES = [
-    ("q_sliding", 5376, 8192),
-    ("q_global", 5376, 16384),
-    ("kv_sliding", 5376, 4096),
-    ("o_sliding", 8192, 5376),
-    ("mlp_gate_up", 5376, 43008),
-    ("mlp_down", 21504, 5376),
-]
+from shapes import SHAPES
 
 
 def unpack(wq, bits):

@@ -18,19 +18,11 @@ import subprocess
 import sys
 
 import torch
+from shapes import SHAPES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = None
 
-# gemma-4 31B's linear layers, K -> N.
-SHAPES = [
-    ("q_sliding", 5376, 8192),
-    ("q_global", 5376, 16384),
-    ("kv_sliding", 5376, 4096),
-    ("o_sliding", 8192, 5376),
-    ("mlp_gate_up", 5376, 43008),
-    ("mlp_down", 21504, 5376),
-]
 VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1"}
 
 
