@@ -16,7 +16,8 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mlx_builder import faults
@@ -77,6 +78,22 @@ def commit(staged: Iterable[tuple[Path, Path]], remove_first: Iterable[Path] = (
 def discard(staged: Iterable[tuple[Path, Path]]) -> None:
     for tmp, _ in staged:
         Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
+def staging(what: str) -> Iterator[list[tuple[Path, Path]]]:
+    """A list to append ``(staged, destination)`` pairs to inside the block.
+    If the block fails, every staged file is removed and the destinations
+    stay as they were; an OSError becomes a FileSystemError about ``what``."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        yield staged
+    except OSError as exc:
+        discard(staged)
+        raise disk_error(exc, what) from None
+    except BaseException:
+        discard(staged)
+        raise
 
 
 def disk_error(exc: OSError, what: str) -> FileSystemError:

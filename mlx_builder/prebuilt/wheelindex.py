@@ -354,19 +354,12 @@ def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
     first, then renamed (index.json last, the file install reads)."""
     order = sorted(pages, key=lambda p: (p.name == LISTING_NAME, str(p)))
     with locks.hold(root / f".{LISTING_NAME}.lock", f"the index folder {root}", no_wait):
-        staged: list[tuple[Path, Path]] = []
-        try:
+        with outputs.staging(f"cannot write the index into {root}") as staged:
             for path in order:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 outputs.remove_leftovers(path)
                 staged.append((outputs.stage_bytes(path, pages[path].encode("utf-8")), path))
             outputs.commit(staged)
-        except OSError as exc:
-            outputs.discard(staged)
-            raise outputs.disk_error(exc, f"cannot write the index into {root}") from None
-        except BaseException:
-            outputs.discard(staged)
-            raise
 
 
 # --- reading an index back (used by `mlx-builder install`) -------------------

@@ -183,8 +183,7 @@ def _write_all(root: Path, writes: list[tuple[Path, bytes]], updates: dict[str, 
             raise
         old = {}
     merged = {**old, **updates}
-    staged: list[tuple[Path, Path]] = []
-    try:
+    with outputs.staging(f"cannot write the patch series into {root}") as staged:
         for path, data in writes:
             path.parent.mkdir(parents=True, exist_ok=True)
             staged.append((outputs.stage_bytes(path, data), path))
@@ -193,9 +192,6 @@ def _write_all(root: Path, writes: list[tuple[Path, bytes]], updates: dict[str, 
             staged.append((outputs.stage_bytes(sums, text.encode()), sums))
         with signals.critical():
             outputs.commit(staged)
-    except BaseException:
-        outputs.discard(staged)
-        raise
 
 
 def _export_one(settings: Settings, index: tuple[Series, ...], series: Series,

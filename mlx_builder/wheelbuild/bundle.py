@@ -266,9 +266,9 @@ def _write_locked(settings: Settings, plan: SourcePlan, top: str, out: Path,
         members.append((f"{top}/{BUNDLE_JSON}", None, meta))
         members.sort(key=lambda m: m[0])
         side = out.with_name(out.name + SHA_SUFFIX)
-        tmp = outputs.stage_path(out)
-        staged = [(tmp, out)]
-        try:
+        with outputs.staging(f"cannot write the bundle {out}") as staged:
+            tmp = outputs.stage_path(out)
+            staged.append((tmp, out))
             with open(tmp, "wb") as raw, \
                     gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
                                   compresslevel=9) as gz, \
@@ -281,12 +281,6 @@ def _write_locked(settings: Settings, plan: SourcePlan, top: str, out: Path,
             # leaves a bundle without a hash beside it, never one with the
             # hash of the bundle it replaced.
             outputs.commit(staged, remove_first=[side])
-        except OSError as exc:
-            outputs.discard(staged)
-            raise outputs.disk_error(exc, f"cannot write the bundle {out}") from None
-        except BaseException:
-            outputs.discard(staged)
-            raise
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
