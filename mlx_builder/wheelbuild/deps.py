@@ -431,7 +431,10 @@ def _fill_submodule(settings: Settings, sub_path: str, sha: str, url: str,
                         "submodules are not in `git archive` output and this run is offline",
                         f"set {dep_env_var(repo_name)}="
                         "<a clone of that repository>")
-    with tempfile.TemporaryDirectory(prefix="mlxb-sub-") as tmp:
+    # The clone goes inside the entry's scratch folder, like the entry's own
+    # clones and downloads: a killed run leaves it where the next run cleans.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="submodule-", dir=dest.parent) as tmp:
         clone = clone_repo(url, sha, Path(tmp) / "repo")
         export_git(settings, clone, sha, dest, None, repo_name)
 
