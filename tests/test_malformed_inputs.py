@@ -122,10 +122,12 @@ def _wheel_manifest(manifest):
     return make
 
 
-def _listing(text: str):
+def _listing(data: str | bytes):
+    """``install --dry-run`` against an index whose index.json holds ``data``."""
     def make(tmp: Path, up) -> list[str]:
         (tmp / "idx").mkdir()
-        (tmp / "idx" / "index.json").write_text(text)
+        raw = data.encode() if isinstance(data, str) else data
+        (tmp / "idx" / "index.json").write_bytes(raw)
         os.environ["MLX_BUILDER_FAKE_GPU"] = "none"
         return ["install", "--index", str(tmp / "idx"), "--dry-run"]
     return make
@@ -158,15 +160,6 @@ def _sha256_arg(value: str, bundle: bool = True):
         src = ["--from-bundle", str(_bundle(tmp, {}))] if bundle else ["--mlx", "0.1.0",
                                                                        "--target", "cpu"]
         return ["--offline", "build", *src, "--sha256", value]
-    return make
-
-
-def _listing_bytes(data: bytes):
-    def make(tmp: Path, up) -> list[str]:
-        (tmp / "idx").mkdir()
-        (tmp / "idx" / "index.json").write_bytes(data)
-        os.environ["MLX_BUILDER_FAKE_GPU"] = "none"
-        return ["install", "--index", str(tmp / "idx"), "--dry-run"]
     return make
 
 
@@ -289,7 +282,7 @@ CASES = [
     ("config: jobs = 100000", _config("jobs = 100000\n"), 10),
     ("-j 100000", lambda tmp, up: ["-j", "100000", "status", "--mlx", "0.1.0"], 10),
     ("build --sha256 without --from-bundle", _sha256_arg("0" * 64, bundle=False), 17),
-    ("index.json is not UTF-8", _listing_bytes(b'{"wheels": ["\xff"]}'), 23),
+    ("index.json is not UTF-8", _listing(b'{"wheels": ["\xff"]}'), 23),
     ("index.json wheels holds a number", _listing(json.dumps({"wheels": [5]})), 23),
     ("index.json tags hold a number", _listing(json.dumps(
         {"wheels": [{**LISTING_ENTRY, "tags": [5]}]})), 23),
