@@ -31,6 +31,7 @@ GEMMA4_31B = dict(
 
 BITS, GROUP = 4, 64
 PREFILL_STEP = 2048  # mlx-lm generate's default prefill_step_size
+DECODE_STEPS = 64  # greedy tokens after the prompt
 MIN_DEVICE_BYTES = 80 * 10 ** 9  # the part needs an 80 GB GPU
 FIT_LENGTHS = (16384, 32768, 65536)  # single pass, for the L² fit
 LONG_LENGTH = 131072
@@ -152,42 +153,68 @@ def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B) -> Any:
     return model
 
 
-def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
-            seed: int = 0) -> dict:
-    """An L-token prefill as mlx-lm's generate_step runs it: model calls of
-    prefill_schedule(L, step), the cache states evaluated (and MLX's cache
-    cleared) after each, then one token whose logits are evaluated. Peak
-    memory: mx.get_peak_memory() during it, total and above what was
-    allocated before (weights, tokens)."""
-    from sdpa_support import is_oom
-
+def prompt_tokens(mx: Any, L: int, *, vocab: int, seed: int = 0) -> Any:
+    """The L random prompt tokens every run of length L here starts from."""
     tokens = mx.random.randint(0, vocab, (L,), key=mx.random.key(seed + L))
     mx.eval(tokens)
+    return tokens
+
+
+def fresh_cache(mx: Any, mods: dict, model: Any) -> list:
+    """An empty prompt cache, with MLX's buffer cache emptied so that the
+    run's peak memory starts from what is allocated."""
     cache = mods["cache"].make_prompt_cache(model)
     mx.synchronize()
     mx.clear_cache()
+    return cache
+
+
+def prefill_logits(mx: Any, model: Any, tokens: Any, cache: list, step: int) -> Any:
+    """mlx-lm generate_step's prefill of ``tokens`` into ``cache``: model
+    calls of prefill_schedule(len, step), the cache states evaluated (and
+    MLX's cache cleared) after each but the last; returns the last call's
+    logits ([1, vocab], not evaluated)."""
+    done = 0
+    chunks = prefill_schedule(tokens.shape[0], step)
+    for n in chunks[:-1]:
+        model(tokens[done:done + n][None], cache=cache)
+        mx.eval([c.state for c in cache])
+        mx.clear_cache()
+        done += n
+    return model(tokens[done:][None], cache=cache)[:, -1, :]
+
+
+def _oom(mx: Any, exc: BaseException, base: int, **fields: Any) -> dict:
+    """The result of a run the GPU's memory could not hold; any other error
+    is raised again."""
+    from sdpa_support import is_oom
+
+    if not is_oom(exc):
+        raise exc
+    peak = int(mx.get_peak_memory())
+    mx.clear_cache()
+    return {**fields, "status": "oom", "peak": peak, "peak_extra": peak - base,
+            "base": base, "error": str(exc)[:300]}
+
+
+def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
+            seed: int = 0) -> dict:
+    """An L-token prefill as mlx-lm's generate_step runs it (prefill_logits),
+    then the last token's logits evaluated. Peak memory:
+    mx.get_peak_memory() during it, total and above what was allocated
+    before (weights, tokens)."""
+    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
+    cache = fresh_cache(mx, mods, model)
     base = mx.get_active_memory()
     mx.reset_peak_memory()
     start = time.perf_counter()
     try:
-        done = 0
-        chunks = prefill_schedule(L, step)
-        for n in chunks[:-1]:
-            model(tokens[done:done + n][None], cache=cache)
-            mx.eval([c.state for c in cache])
-            mx.clear_cache()
-            done += n
-        logits = model(tokens[done:][None], cache=cache)[:, -1, :]
+        logits = prefill_logits(mx, model, tokens, cache, step)
         mx.eval(logits)
         mx.synchronize()
     except (RuntimeError, ValueError, MemoryError) as exc:
-        if not is_oom(exc):
-            raise
-        peak = int(mx.get_peak_memory())
         del cache
-        mx.clear_cache()
-        return {"L": L, "step": step, "status": "oom", "peak": peak,
-                "peak_extra": peak - base, "base": base, "error": str(exc)[:300]}
+        return _oom(mx, exc, base, L=L, step=step)
     seconds = time.perf_counter() - start
     peak = int(mx.get_peak_memory())
     finite = bool(mx.all(mx.isfinite(logits)).item())
@@ -196,3 +223,80 @@ def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
     return {"L": L, "step": step, "status": "ok", "peak": peak,
             "peak_extra": peak - base, "base": base, "seconds": seconds,
             "tok_per_s": L / seconds, "finite": finite}
+
+
+def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
+                        vocab: int, steps: int, seed: int = 0) -> dict:
+    """What mlx-lm's generate does with an L-token prompt: the prefill of
+    prefill(), its first token picked greedily, then ``steps`` decode steps
+    of one token each, as generate_step runs them: the next step's token is
+    queued (mx.async_eval) before the current one is read, so the host
+    builds one step while the GPU runs the other. Prefill time ends when the
+    first token is read; decode tok/s is steps over the time after that.
+    Peak memory covers both; ``finite`` holds for every step's logits;
+    ``tokens`` are the first token and the ``steps`` after it."""
+    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
+    cache = fresh_cache(mx, mods, model)
+    base = mx.get_active_memory()
+    mx.reset_peak_memory()
+
+    def pick(logits: Any) -> tuple[Any, Any]:
+        # generate_step's greedy sampler: the argmax of the log-probabilities
+        logprobs = logits - mx.logsumexp(logits, keepdims=True)
+        return mx.argmax(logprobs, axis=-1), mx.all(mx.isfinite(logprobs))
+
+    start = time.perf_counter()
+    try:
+        y, ok = pick(prefill_logits(mx, model, tokens, cache, step))
+        mx.eval(y, ok)
+        prefill_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        decoded, checks = [], [ok]
+        for n in range(steps):
+            next_y, ok = pick(model(y[None], cache=cache)[:, -1, :])
+            mx.async_eval(next_y, ok)
+            decoded.append(int(y.item()))
+            checks.append(ok)
+            if n % 256 == 0:  # as generate_step does
+                mx.clear_cache()
+            y = next_y
+        decoded.append(int(y.item()))
+        mx.synchronize()
+        decode_seconds = time.perf_counter() - start
+    except (RuntimeError, ValueError, MemoryError) as exc:
+        del cache
+        return _oom(mx, exc, base, L=L, step=step, steps=steps)
+    peak = int(mx.get_peak_memory())
+    finite = all(bool(c.item()) for c in checks)
+    del cache
+    mx.clear_cache()
+    return {"L": L, "step": step, "steps": steps, "status": "ok", "peak": peak,
+            "peak_extra": peak - base, "base": base,
+            "prefill_seconds": prefill_seconds,
+            "prefill_tok_per_s": L / prefill_seconds,
+            "decode_seconds": decode_seconds,
+            "decode_tok_per_s": steps / decode_seconds if steps else 0.0,
+            "finite": finite, "tokens": decoded}
+
+
+def teacher_forced_logits(mx: Any, mods: dict, model: Any, L: int, step: int, *,
+                          vocab: int, steps: int, seed: int = 0) -> list[list[float]]:
+    """The float32 logits of the prompt's last position (prefill_logits over
+    prompt_tokens) and of each of ``steps`` further tokens fed one at a
+    time. The fed tokens are fixed random draws, not the model's argmax, so
+    two builds whose logits differ slightly still see the same inputs."""
+    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
+    fed = mx.random.randint(0, vocab, (steps,),
+                            key=mx.random.split(mx.random.key(seed + L))[1])
+    cache = fresh_cache(mx, mods, model)
+    logits = prefill_logits(mx, model, tokens, cache, step)
+    out = []
+    for i in range(steps + 1):
+        if i:
+            logits = model(fed[i - 1:i][None], cache=cache)[:, -1, :]
+        logits = logits[0].astype(mx.float32)
+        mx.eval(logits)
+        out.append(logits.tolist())
+    del cache, logits
+    mx.clear_cache()
+    return out

@@ -21,6 +21,13 @@ few layers, tiny hidden size, fixed random bf16 weights, optionally 4-bit
   (MLX_CUDA_SDPA_TILED=0, a separate process), in float16 (see
   e2e_support.GREEDY_DTYPE). The prompt is chosen on the fallback so that no
   step is a near-tie (random weights make some).
+* ``test_greedy_identity_quantized``: the same with 4-bit weights and
+  QMM_GREEDY_TOKENS tokens, patch 0060's quantized-matmul routing against
+  upstream's kernels (MLX_CUDA_QMM_PATH=upstream, a separate process; the
+  prompt chosen there). The 300-row prompt takes the dequantize path;
+  gemma's decode steps (one row on its cache) take the GEMV, qwen's
+  (recomputing the sequence) the dequantize path again. Skips on builds
+  without the patch.
 """
 
 from __future__ import annotations
@@ -35,8 +42,12 @@ mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 import numpy as np  # noqa: E402
 from e2e_support import (  # noqa: E402
     GREEDY_DTYPE,
+    GREEDY_SEEDS,
+    GREEDY_TOKENS,
     MARGIN,
     MODELS,
+    QMM_GREEDY_SEEDS,
+    QMM_GREEDY_TOKENS,
     build_model,
     find_mlx_lm,
     greedy,
@@ -51,6 +62,7 @@ from sdpa_support import (  # noqa: E402
     fit_quadratic_coefficient,
     gpu_backend,
     no_gpu_reason,
+    qmm_routing_skip_reason,
     rel_error,
     run_json,
 )
@@ -104,19 +116,21 @@ def test_long_prefill(name, bits, record_property):
             f"peaks {peaks}")
 
 
+# argv: model name, sliding window, bits (0: unquantized), greedy tokens,
+# prompt seeds to try
 _FALLBACK_GREEDY = r"""
 import json, sys
 import mlx.core as mx
 from e2e_support import GREEDY_DTYPE, build_model, decisive_run
 model = build_model(mx, sys.argv[1], sliding_window=int(sys.argv[2]),
-                    dtype=GREEDY_DTYPE)
-print(json.dumps(decisive_run(mx, model)))
+                    bits=int(sys.argv[3]) or None, dtype=GREEDY_DTYPE)
+print(json.dumps(decisive_run(mx, model, int(sys.argv[4]), int(sys.argv[5]))))
 """
 
 
 @pytest.mark.parametrize("name", ["gemma4_31b_like", "qwen3_5_like"])
 def test_greedy_identity(name, record_property):
-    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW],
+    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW, 0, GREEDY_TOKENS, GREEDY_SEEDS],
                    env=fallback_env(), timeout=900)
     assert not ref.get("no_decisive_seed"), (
         f"no prompt among the seeds gave a greedy run without near-ties "
@@ -135,3 +149,31 @@ def test_greedy_identity(name, record_property):
         f"{name}: greedy tokens differ from the fallback's: "
         f"patched {run['tokens']} vs fallback {ref['tokens']}")
     assert logit_err <= 2e-2, f"{name}: logits differ by {logit_err:.3g}"
+
+
+@pytest.mark.parametrize("name", ["gemma4_31b_like", "qwen3_5_like"])
+def test_greedy_identity_quantized(name, record_property):
+    why = qmm_routing_skip_reason(mx)
+    if why:
+        pytest.skip(why)
+    bits = 4
+    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW, bits, QMM_GREEDY_TOKENS,
+                          QMM_GREEDY_SEEDS],
+                   env={"MLX_CUDA_QMM_PATH": "upstream"}, timeout=900)
+    assert not ref.get("no_decisive_seed"), (
+        f"no prompt among the seeds gave a greedy run without near-ties "
+        f"(best min margin {min(ref['margins']):.3f} < {MARGIN}); the "
+        "comparison would be luck")
+    model = build_model(mx, name, bits=bits, sliding_window=GREEDY_WINDOW,
+                        dtype=GREEDY_DTYPE)
+    run = greedy(mx, model, prompt_for(mx, ref["seed"]), len(ref["tokens"]))
+    logit_err = rel_error(np.array(run["first_logits"]),
+                          np.array(ref["first_logits"]))
+    record_property(f"qmm_greedy_tokens_{name}", len(ref["tokens"]))
+    record_property(f"qmm_prompt_logits_rel_error_{name}", round(logit_err, 5))
+    print(f"{name} q{bits}: seed {ref['seed']}, upstream qmm {ref['tokens']}, "
+          f"patched {run['tokens']}, prompt logits rel. error {logit_err:.2e}")
+    assert run["tokens"] == ref["tokens"], (
+        f"{name} q{bits}: greedy tokens differ from upstream's kernels': "
+        f"patched {run['tokens']} vs upstream {ref['tokens']}")
+    assert logit_err <= 2e-2, f"{name} q{bits}: logits differ by {logit_err:.3g}"

@@ -18,6 +18,15 @@ eval of the cache, then one token whose logits are evaluated.
 * ``test_chunked``: 2048-token chunks at 32k, 64k and 128k complete; at
   128k the weights plus the prefill's own peak stay <= 39.1 GiB (what the
   patched wheel measured on an H200).
+* ``test_chunked_32k_then_decode``: what a user of the model sees: a 32k
+  prompt in 2048-token chunks, then DECODE_STEPS greedy tokens one model
+  call each as mlx-lm's generate_step runs them; prefill and decode tok/s
+  are recorded, finite logits asserted.
+* ``test_qmm_paths_agree``: patch 0060's quantized-matmul routing against
+  upstream's kernels (MLX_CUDA_QMM_PATH=upstream, another process, as MLX
+  reads it once): a 4096-token prompt (2048-row chunks: dequantize +
+  cuBLAS) and 8 tokens fed one at a time (the GEMV) give the same logits
+  to bf16 precision. Skips on builds without the patch.
 
 Peak memory (GiB) and tok/s land in the JUnit XML as properties. Runs only
 with ``mlx-builder test --parts fullscale`` (not a default part: minutes on
@@ -33,10 +42,12 @@ from sdpa_support import MLX_MISSING
 
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
+import numpy as np  # noqa: E402
 from e2e_support import find_mlx_lm, mlx_lm_modules  # noqa: E402
 from fullscale_support import (  # noqa: E402
     CHUNKED_128K_PEAK_BYTES,
     CHUNKED_LENGTHS,
+    DECODE_STEPS,
     FIT_LENGTHS,
     GEMMA4_31B,
     LONG_LENGTH,
@@ -47,9 +58,19 @@ from fullscale_support import (  # noqa: E402
     device_skip_reason,
     largest_completed,
     prefill,
+    prefill_then_decode,
     record_name,
+    teacher_forced_logits,
 )
-from sdpa_support import GIB, device_memory_bytes, gpu_backend, no_gpu_reason  # noqa: E402
+from sdpa_support import (  # noqa: E402
+    GIB,
+    device_memory_bytes,
+    gpu_backend,
+    no_gpu_reason,
+    qmm_routing_skip_reason,
+    rel_error,
+    run_json,
+)
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
@@ -144,3 +165,64 @@ def test_chunked(model, L, record_property):
             f"chunked 128k peaked at {peak / GIB:.2f} GiB (weights + the "
             f"prefill's own), more than the {CHUNKED_128K_PEAK_BYTES / GIB:.1f} "
             f"GiB the patched wheel measured on an H200")
+
+
+def test_chunked_32k_then_decode(model, record_property):
+    m, mods, _ = model
+    L, mode = 32768, f"chunked{PREFILL_STEP}"
+    r = prefill_then_decode(mx, mods, m, L, PREFILL_STEP, vocab=VOCAB,
+                            steps=DECODE_STEPS)
+    record_property(record_name(mode, L, "decode_status"), r["status"])
+    record_property(record_name(mode, L, "decode_peak_gib"), round(r["peak"] / GIB, 2))
+    if r["status"] == "ok":
+        record_property(record_name(mode, L, "prefill_tok_per_s"),
+                        round(r["prefill_tok_per_s"]))
+        record_property(record_name(mode, L, "decode_tok_per_s"),
+                        round(r["decode_tok_per_s"], 1))
+    print(f"{mode} L={L} then {DECODE_STEPS} decode steps: " + json.dumps(r))
+    assert r["status"] == "ok", f"prefill and decode at {L} did not complete: {r}"
+    assert r["finite"], "non-finite logits"
+
+
+# The prompt's chunks of 2048 and 2047 rows take the dequantize path, its
+# last token and each fed token (one row each) the GEMV.
+QMM_LENGTH, QMM_FED = 4096, 8
+# Both paths round the dequantized weights and the partial sums to bf16 at
+# different points, so 60 layers later the logits agree to bf16 precision,
+# not bit for bit.
+QMM_MAX_REL_ERROR = 2e-2
+
+_UPSTREAM_QMM_LOGITS = r"""
+import json, sys
+import mlx.core as mx
+from e2e_support import mlx_lm_modules
+from fullscale_support import GEMMA4_31B, PREFILL_STEP, build_gemma4_31b, teacher_forced_logits
+mods = mlx_lm_modules()
+model = build_gemma4_31b(mx, mods)
+print(json.dumps(teacher_forced_logits(
+    mx, mods, model, int(sys.argv[1]), PREFILL_STEP,
+    vocab=GEMMA4_31B["vocab_size"], steps=int(sys.argv[2]))))
+"""
+
+
+def test_qmm_paths_agree(model, record_property):
+    why = qmm_routing_skip_reason(mx)
+    if why:
+        pytest.skip(why)
+    m, mods, _ = model
+    here = teacher_forced_logits(mx, mods, m, QMM_LENGTH, PREFILL_STEP,
+                                 vocab=VOCAB, steps=QMM_FED)
+    mx.clear_cache()  # the other process builds its own copy of the weights
+    ref = run_json(_UPSTREAM_QMM_LOGITS, [QMM_LENGTH, QMM_FED],
+                   env={"MLX_CUDA_QMM_PATH": "upstream"}, timeout=1200)
+    assert len(here) == len(ref) == QMM_FED + 1
+    errs = [rel_error(np.array(a), np.array(b)) for a, b in zip(here, ref)]
+    worst = max(errs)
+    record_property("qmm_paths_logits_rel_errors", json.dumps([round(e, 5) for e in errs]))
+    record_property("qmm_paths_logits_max_rel_error", round(worst, 5))
+    print(f"qmm paths, L={QMM_LENGTH} then {QMM_FED} fed tokens: logits "
+          f"rel. error per position {[f'{e:.2e}' for e in errs]}")
+    assert worst <= QMM_MAX_REL_ERROR, (
+        f"patch 0060's routing and upstream's kernels give logits that differ "
+        f"by {worst:.3g} (> {QMM_MAX_REL_ERROR}); per position (the prompt's "
+        f"last, then each fed token): {[round(e, 4) for e in errs]}")
