@@ -32,6 +32,7 @@ GEMMA4_31B = dict(
 BITS, GROUP = 4, 64
 PREFILL_STEP = 2048  # mlx-lm generate's default prefill_step_size
 DECODE_STEPS = 64  # greedy tokens after the prompt
+DECODE_WARMUP = 16  # untimed decode steps before them
 MIN_DEVICE_BYTES = 80 * 10 ** 9  # the part needs an 80 GB GPU
 FIT_LENGTHS = (16384, 32768, 65536)  # single pass, for the L² fit
 LONG_LENGTH = 131072
@@ -226,15 +227,18 @@ def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
 
 
 def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
-                        vocab: int, steps: int, seed: int = 0) -> dict:
+                        vocab: int, steps: int, warmup: int = DECODE_WARMUP,
+                        seed: int = 0) -> dict:
     """What mlx-lm's generate does with an L-token prompt: the prefill of
     prefill(), its first token picked greedily, then ``steps`` decode steps
     of one token each, as generate_step runs them: the next step's token is
     queued (mx.async_eval) before the current one is read, so the host
     builds one step while the GPU runs the other. Prefill time ends when the
-    first token is read; decode tok/s is steps over the time after that.
+    first token is read; ``warmup`` untimed steps follow (MLX compiles the
+    kernels of one-token shapes on first use), and decode tok/s is steps
+    over the time after them.
     Peak memory covers both; ``finite`` holds for every step's logits;
-    ``tokens`` are the first token and the ``steps`` after it."""
+    ``tokens`` are the timed steps' tokens and the one after them."""
     tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
     cache = fresh_cache(mx, mods, model)
     base = mx.get_active_memory()
@@ -250,8 +254,13 @@ def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
         y, ok = pick(prefill_logits(mx, model, tokens, cache, step))
         mx.eval(y, ok)
         prefill_seconds = time.perf_counter() - start
+        checks = [ok]
+        for _ in range(warmup):
+            y, ok = pick(model(y[None], cache=cache)[:, -1, :])
+            mx.eval(y, ok)
+            checks.append(ok)
         start = time.perf_counter()
-        decoded, checks = [], [ok]
+        decoded = []
         for n in range(steps):
             next_y, ok = pick(model(y[None], cache=cache)[:, -1, :])
             mx.async_eval(next_y, ok)
