@@ -29,8 +29,11 @@ from mlx_builder.verify.perfpage import publish
 
 @click.command("bench")
 @click.argument("wheel", required=False, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              default=None, help="Unpatched wheel of the same commit, labelled 'upstream'.")
+@click.option("--baseline", "baseline", multiple=True,
+              type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Upstream's build, labelled 'upstream': an unpatched wheel of the same "
+                   "commit, or a release's wheels installed together (repeat it: the "
+                   "mlx and mlx-cuda-13 wheels that `pip install mlx[cuda13]` takes).")
 @click.option("--variant", "variants", multiple=True, metavar="NAME:VAR=VALUE[,...]",
               help="Also run the patched wheel under these variables, e.g. "
                    "fallback:MLX_CUDA_SDPA_TILED=0 (repeatable).")
@@ -82,7 +85,7 @@ from mlx_builder.verify.perfpage import publish
                                  "page: write DIR/perf/<gpu>.json and .png and rewrite the "
                                  "generated part of DIR/performance.md (e.g. --publish docs/).")
 @click.pass_obj
-def command(settings: Settings, wheel: Path | None, baseline: Path | None,
+def command(settings: Settings, wheel: Path | None, baseline: tuple[Path, ...],
             variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
             dims: str, lengths: str, decode_lengths: str, qmm_shapes: str, qmm_rows: str,
             qmm_bits: str, heads: int, kv_heads: int,

@@ -13,6 +13,7 @@ Outputs in the out folder: ``bench.json`` (meta + every record), ``bench.md``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import time
@@ -335,7 +336,8 @@ class BenchOptions:
     out_dir: Path
     venv_root: Path
     config: BenchConfig = BenchConfig()
-    baseline: Path | None = None
+    # upstream's build: one wheel, or a release's wheels installed together
+    baseline: tuple[Path, ...] = ()
     variants: tuple[tuple[str, Mapping[str, str]], ...] = ()
     torch_python: str | None = "auto"  # a path, "auto", or None for no torch
     python: str = ""
@@ -382,18 +384,36 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     return name, env
 
 
-def wheel_python(runner: Any, wheel: Path, opts: BenchOptions) -> str:
-    """A venv with ``wheel`` installed; its Python."""
+def venv_name(wheels: Sequence[Path]) -> str:
+    """The venv folder for a set of wheels: the first wheel's name, and for
+    several a digest of them all, so that another set never reuses it."""
+    name = wheels[0].name.removesuffix(".whl")
+    if len(wheels) == 1:
+        return name
+    digest = hashlib.sha256("\n".join(sorted(w.name for w in wheels)).encode()).hexdigest()
+    return f"{name}+{len(wheels) - 1}-{digest[:10]}"
+
+
+def wheel_python(runner: Any, wheels: Path | Sequence[Path], opts: BenchOptions) -> str:
+    """A venv with ``wheels`` installed together; its Python."""
     import sys
 
     from mlx_builder.verify.testing import install_wheel, make_venv
-    venv = opts.venv_root / wheel.name.removesuffix(".whl")
+    wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
+    venv = opts.venv_root / venv_name(wheels)
     vpy = make_venv(runner, opts.python or sys.executable, venv,
                     system_site_packages=opts.system_site_packages,
                     reuse=opts.reuse_venv)
-    install_wheel(runner, vpy, wheel, wheelhouse=opts.wheelhouse, offline=opts.offline,
+    install_wheel(runner, vpy, wheels, wheelhouse=opts.wheelhouse, offline=opts.offline,
                   no_deps=opts.no_deps)
     return str(vpy)
+
+
+def baseline_names(opts: BenchOptions) -> str | list[str] | None:
+    """What bench.json records for --baseline: a name, or the names of a
+    release's wheels installed together."""
+    names = [w.name for w in opts.baseline]
+    return None if not names else names[0] if len(names) == 1 else names
 
 
 def plan_runs(runner: Any, wheel: Path, opts: BenchOptions) -> tuple[list[Run], str]:
@@ -402,7 +422,7 @@ def plan_runs(runner: Any, wheel: Path, opts: BenchOptions) -> tuple[list[Run], 
     import sys
     patched = wheel_python(runner, wheel, opts)
     runs = [Run("patched", "mlx", patched, dict(opts.env))]
-    if opts.baseline is not None:
+    if opts.baseline:
         runs.append(Run("upstream", "mlx", wheel_python(runner, opts.baseline, opts),
                         dict(opts.env)))
     runs += [Run(name, "mlx", patched, {**opts.env, **env}) for name, env in opts.variants]
@@ -433,8 +453,7 @@ def run_bench(wheel: Path, opts: BenchOptions) -> dict[str, Any]:
                 f"{rec['status']}"))
         result = collect(runs, opts.config, out_dir / "logs", on_record=seen)
     result["torch_note"] = torch_note
-    result["wheels"] = {"patched": Path(wheel).name,
-                        "upstream": opts.baseline.name if opts.baseline else None}
+    result["wheels"] = {"patched": Path(wheel).name, "upstream": baseline_names(opts)}
     report(result, out_dir)
     return result
 

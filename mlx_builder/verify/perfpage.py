@@ -188,8 +188,9 @@ def bench_command(data: Mapping[str, Any]) -> str:
     patched_env = runs[0]["env"] if runs else {}
     # No WHEEL: bench takes the newest in dist/, the wheel one just built.
     args = ["mlx-builder", "bench"]
-    if wheels.get("upstream"):
-        args += ["--baseline", wheels["upstream"]]
+    upstream = wheels.get("upstream") or []
+    for name in [upstream] if isinstance(upstream, str) else upstream:
+        args += ["--baseline", name]
     for run in runs[1:]:
         if run["framework"] != "mlx" or (run["label"] == "upstream" and wheels.get("upstream")):
             continue

@@ -173,18 +173,20 @@ def make_venv(runner: StepRunner, python: str, venv: Path, *,
     return vpy
 
 
-def install_wheel(runner: StepRunner, vpy: Path, wheel: Path, extra: Sequence[str] = (),
-                  *, wheelhouse: Path | None = None, offline: bool = False,
-                  no_deps: bool = False) -> None:
-    """The wheel and ``extra`` into the venv. ``no_deps`` leaves out the
-    wheel's declared runtime packages (the nvidia-* libraries of a CUDA
+def install_wheel(runner: StepRunner, vpy: Path, wheel: Path | Sequence[Path],
+                  extra: Sequence[str] = (), *, wheelhouse: Path | None = None,
+                  offline: bool = False, no_deps: bool = False) -> None:
+    """The wheel (or wheels installed together, such as a release's ``mlx``
+    and ``mlx-cuda-13``) and ``extra`` into the venv. ``no_deps`` leaves out
+    the wheels' declared runtime packages (the nvidia-* libraries of a CUDA
     wheel) for machines that provide them otherwise; ``extra`` still gets
     its dependencies."""
     hint = ("offline installs need the wheel's dependencies in --wheelhouse "
             "(or --no-deps where the CUDA libraries come from elsewhere)"
             if offline else "pass --wheelhouse DIR --offline to install without network")
-    groups: list[list[str | Path]] = ([[wheel.resolve()], list(extra)] if no_deps
-              else [[wheel.resolve(), *extra]])
+    wheels = [w.resolve() for w in ([wheel] if isinstance(wheel, Path) else wheel)]
+    groups: list[list[str | Path]] = ([[*wheels], list(extra)] if no_deps
+              else [[*wheels, *extra]])
     for i, reqs in enumerate(g for g in groups if g):
         runner.run(
             "install-wheel" if i == 0 else "install-test-requirements",

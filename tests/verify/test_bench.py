@@ -490,3 +490,36 @@ def test_report_refuses_what_is_not_a_bench_json(tmp_path, capsys, text, why):
     assert code == 10
     assert why in err and "bench.json" in err
     assert not (tmp_path / "o").exists()
+
+
+class RecordingRunner:
+    def __init__(self):
+        self.calls = []
+
+    def run(self, step, argv, **kwargs):
+        self.calls.append((step, [str(a) for a in argv]))
+
+
+def test_a_release_baseline_installs_its_wheels_together(tmp_path, monkeypatch):
+    from mlx_builder.verify import testing
+    made = []
+    monkeypatch.setattr(testing, "make_venv",
+                        lambda runner, py, venv, **kw: made.append(venv) or venv / "bin" / "python")
+    release = (tmp_path / "mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl",
+               tmp_path / "mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl")
+    opts = bench.BenchOptions(out_dir=tmp_path, venv_root=tmp_path / "venvs",
+                              baseline=release, torch_python=None, no_deps=True)
+    runner = RecordingRunner()
+    runs, _ = bench.plan_runs(runner, tmp_path / "mlx-0.32.2+mlxb.x.cu90a-cp312.whl", opts)
+    assert [r.label for r in runs] == ["patched", "upstream"]
+    installs = [cmd for step, cmd in runner.calls if step == "install-wheel"]
+    assert installs[1][-2:] == [str(w.resolve()) for w in release]
+    assert "--no-deps" in installs[1]
+    # its own venv, never the patched wheel's or another set's
+    assert len(set(made)) == 2
+    assert bench.venv_name(release) != bench.venv_name(release[:1])
+    assert bench.venv_name(release) != bench.venv_name((release[0], tmp_path / "other.whl"))
+    assert bench.baseline_names(opts) == [w.name for w in release]
+    assert bench.baseline_names(bench.BenchOptions(tmp_path, tmp_path, baseline=release[:1])) \
+        == release[0].name
+    assert bench.baseline_names(bench.BenchOptions(tmp_path, tmp_path)) is None

@@ -110,6 +110,19 @@ def test_the_command_measures_the_same_again():
     assert "--no-torch" in perfpage.bench_command(no_torch)
 
 
+@pytest.mark.parametrize("upstream", ["mlx-0.32.2-cp312-cp312-linux_x86_64.whl",
+                                      ["mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl",
+                                       "mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl"]])
+def test_the_command_names_every_baseline_wheel(upstream):
+    data = result()
+    data["wheels"] = {"patched": "mlx-0.32.2+mlxb.x.whl", "upstream": upstream}
+    args = shlex.split(perfpage.bench_command(perfpage.data_of(data)))
+    given = [args[i + 1] for i, a in enumerate(args) if a == "--baseline"]
+    assert given == ([upstream] if isinstance(upstream, str) else upstream)
+    # the upstream run is the baseline's, not a variant of the patched wheel
+    assert "--variant" not in args
+
+
 def test_publish_writes_the_data_the_plot_and_only_the_generated_part(docs):
     pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') not installed")
     done = perfpage.publish(result(), docs)
