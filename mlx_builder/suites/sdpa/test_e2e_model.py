@@ -128,27 +128,37 @@ print(json.dumps(decisive_run(mx, model, int(sys.argv[4]), int(sys.argv[5]))))
 """
 
 
-@pytest.mark.parametrize("name", ["gemma4_31b_like", "qwen3_5_like"])
-def test_greedy_identity(name, record_property):
-    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW, 0, GREEDY_TOKENS, GREEDY_SEEDS],
-                   env=fallback_env(), timeout=900)
+def check_greedy_against(name: str, record_property, *, ref_env: dict, ref_label: str,
+                         bits: int, tokens: int, seeds: int, prefix: str = "") -> None:
+    """The greedy tokens and prompt logits of this process's path equal those
+    of a reference process run with ``ref_env``, on the prompt that process
+    found free of near-ties."""
+    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW, bits, tokens, seeds],
+                   env=ref_env, timeout=900)
     assert not ref.get("no_decisive_seed"), (
         f"no prompt among the seeds gave a greedy run without near-ties "
         f"(best min margin {min(ref['margins']):.3f} < {MARGIN}); the "
         "comparison would be luck")
-    model = build_model(mx, name, sliding_window=GREEDY_WINDOW,
+    model = build_model(mx, name, bits=bits or None, sliding_window=GREEDY_WINDOW,
                         dtype=GREEDY_DTYPE)
     run = greedy(mx, model, prompt_for(mx, ref["seed"]), len(ref["tokens"]))
     logit_err = rel_error(np.array(run["first_logits"]),
                           np.array(ref["first_logits"]))
-    record_property(f"greedy_tokens_{name}", len(ref["tokens"]))
-    record_property(f"prompt_logits_rel_error_{name}", round(logit_err, 5))
-    print(f"{name}: seed {ref['seed']}, fallback {ref['tokens']}, "
+    tag = f"{name} q{bits}" if bits else name
+    record_property(f"{prefix}greedy_tokens_{name}", len(ref["tokens"]))
+    record_property(f"{prefix}prompt_logits_rel_error_{name}", round(logit_err, 5))
+    print(f"{tag}: seed {ref['seed']}, {ref_label} {ref['tokens']}, "
           f"patched {run['tokens']}, prompt logits rel. error {logit_err:.2e}")
     assert run["tokens"] == ref["tokens"], (
-        f"{name}: greedy tokens differ from the fallback's: "
-        f"patched {run['tokens']} vs fallback {ref['tokens']}")
-    assert logit_err <= 2e-2, f"{name}: logits differ by {logit_err:.3g}"
+        f"{tag}: greedy tokens differ from {ref_label}'s: "
+        f"patched {run['tokens']} vs {ref_label} {ref['tokens']}")
+    assert logit_err <= 2e-2, f"{tag}: logits differ by {logit_err:.3g}"
+
+
+@pytest.mark.parametrize("name", ["gemma4_31b_like", "qwen3_5_like"])
+def test_greedy_identity(name, record_property):
+    check_greedy_against(name, record_property, ref_env=fallback_env(), ref_label="fallback",
+                         bits=0, tokens=GREEDY_TOKENS, seeds=GREEDY_SEEDS)
 
 
 @pytest.mark.parametrize("name", ["gemma4_31b_like", "qwen3_5_like"])
@@ -156,24 +166,6 @@ def test_greedy_identity_quantized(name, record_property):
     why = qmm_routing_skip_reason(mx)
     if why:
         pytest.skip(why)
-    bits = 4
-    ref = run_json(_FALLBACK_GREEDY, [name, GREEDY_WINDOW, bits, QMM_GREEDY_TOKENS,
-                          QMM_GREEDY_SEEDS],
-                   env={"MLX_CUDA_QMM_PATH": "upstream"}, timeout=900)
-    assert not ref.get("no_decisive_seed"), (
-        f"no prompt among the seeds gave a greedy run without near-ties "
-        f"(best min margin {min(ref['margins']):.3f} < {MARGIN}); the "
-        "comparison would be luck")
-    model = build_model(mx, name, bits=bits, sliding_window=GREEDY_WINDOW,
-                        dtype=GREEDY_DTYPE)
-    run = greedy(mx, model, prompt_for(mx, ref["seed"]), len(ref["tokens"]))
-    logit_err = rel_error(np.array(run["first_logits"]),
-                          np.array(ref["first_logits"]))
-    record_property(f"qmm_greedy_tokens_{name}", len(ref["tokens"]))
-    record_property(f"qmm_prompt_logits_rel_error_{name}", round(logit_err, 5))
-    print(f"{name} q{bits}: seed {ref['seed']}, upstream qmm {ref['tokens']}, "
-          f"patched {run['tokens']}, prompt logits rel. error {logit_err:.2e}")
-    assert run["tokens"] == ref["tokens"], (
-        f"{name} q{bits}: greedy tokens differ from upstream's kernels': "
-        f"patched {run['tokens']} vs upstream {ref['tokens']}")
-    assert logit_err <= 2e-2, f"{name} q{bits}: logits differ by {logit_err:.3g}"
+    check_greedy_against(name, record_property, ref_env={"MLX_CUDA_QMM_PATH": "upstream"},
+                         ref_label="upstream qmm", bits=4, tokens=QMM_GREEDY_TOKENS,
+                         seeds=QMM_GREEDY_SEEDS, prefix="qmm_")
