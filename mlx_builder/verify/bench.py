@@ -394,12 +394,11 @@ def venv_name(wheels: Sequence[Path]) -> str:
     return f"{name}+{len(wheels) - 1}-{digest[:10]}"
 
 
-def wheel_python(runner: Any, wheels: Path | Sequence[Path], opts: BenchOptions) -> str:
+def wheel_python(runner: Any, wheels: Sequence[Path], opts: BenchOptions) -> str:
     """A venv with ``wheels`` installed together; its Python."""
     import sys
 
     from mlx_builder.verify.testing import install_wheel, make_venv
-    wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
     venv = opts.venv_root / venv_name(wheels)
     vpy = make_venv(runner, opts.python or sys.executable, venv,
                     system_site_packages=opts.system_site_packages,
@@ -420,7 +419,7 @@ def plan_runs(runner: Any, wheel: Path, opts: BenchOptions) -> tuple[list[Run], 
     """The runs to make, and a note on torch."""
     import shutil
     import sys
-    patched = wheel_python(runner, wheel, opts)
+    patched = wheel_python(runner, (wheel,), opts)
     runs = [Run("patched", "mlx", patched, dict(opts.env))]
     if opts.baseline:
         runs.append(Run("upstream", "mlx", wheel_python(runner, opts.baseline, opts),

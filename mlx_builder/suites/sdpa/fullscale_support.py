@@ -226,6 +226,13 @@ def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
             "tok_per_s": L / seconds, "finite": finite}
 
 
+def _greedy(mx: Any, logits: Any) -> tuple[Any, Any]:
+    """generate_step's greedy sampler (the argmax of the log-probabilities),
+    and whether they are all finite."""
+    logprobs = logits - mx.logsumexp(logits, keepdims=True)
+    return mx.argmax(logprobs, axis=-1), mx.all(mx.isfinite(logprobs))
+
+
 def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
                         vocab: int, steps: int, warmup: int = DECODE_WARMUP,
                         seed: int = 0) -> dict:
@@ -244,25 +251,20 @@ def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
     base = mx.get_active_memory()
     mx.reset_peak_memory()
 
-    def pick(logits: Any) -> tuple[Any, Any]:
-        # generate_step's greedy sampler: the argmax of the log-probabilities
-        logprobs = logits - mx.logsumexp(logits, keepdims=True)
-        return mx.argmax(logprobs, axis=-1), mx.all(mx.isfinite(logprobs))
-
     start = time.perf_counter()
     try:
-        y, ok = pick(prefill_logits(mx, model, tokens, cache, step))
+        y, ok = _greedy(mx, prefill_logits(mx, model, tokens, cache, step))
         mx.eval(y, ok)
         prefill_seconds = time.perf_counter() - start
         checks = [ok]
         for _ in range(warmup):
-            y, ok = pick(model(y[None], cache=cache)[:, -1, :])
+            y, ok = _greedy(mx, model(y[None], cache=cache)[:, -1, :])
             mx.eval(y, ok)
             checks.append(ok)
         start = time.perf_counter()
         decoded = []
         for n in range(steps):
-            next_y, ok = pick(model(y[None], cache=cache)[:, -1, :])
+            next_y, ok = _greedy(mx, model(y[None], cache=cache)[:, -1, :])
             mx.async_eval(next_y, ok)
             decoded.append(int(y.item()))
             checks.append(ok)

@@ -23,6 +23,7 @@ wheel"):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -298,34 +299,37 @@ x = mx.random.normal((1, 512)).astype(mx.bfloat16)
 mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=4))
 """
 QMM_TRACE_PREFIX = "[mlx-qmm-route] "
-_qmm_probe: dict[str, str | None] = {}
+
+
+@functools.cache
+def _qmm_trace_seen() -> bool:
+    """Whether a fresh interpreter's quantized_matmul prints a routing trace
+    line (asked once per process: MLX reads the variables once)."""
+    env = dict(os.environ, MLX_CUDA_QMM_TRACE="1")
+    proc = subprocess.run([sys.executable, "-c", _QMM_TRACE_PROBE],
+                          capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-25:])
+        raise RuntimeError(f"the quantized_matmul probe exited with "
+                           f"{proc.returncode}:\n{tail}")
+    return any(ln.startswith(QMM_TRACE_PREFIX) for ln in proc.stderr.splitlines())
 
 
 def qmm_routing_skip_reason(mx: Any) -> str | None:
     """Why this process cannot compare patch 0060's quantized-matmul routing
     (a decode GEMV, dequantize + cuBLAS) with upstream's kernels
-    (MLX_CUDA_QMM_PATH=upstream in another process), or None when it can.
-    Asks a fresh interpreter once per process: MLX reads the variables once."""
+    (MLX_CUDA_QMM_PATH=upstream in another process), or None when it can."""
     if gpu_backend(mx) != "cuda":
         return "MLX_CUDA_QMM_PATH is CUDA's"
     forced = os.environ.get("MLX_CUDA_QMM_PATH", "")
     if forced not in ("", "auto"):
         return (f"MLX_CUDA_QMM_PATH={forced} is set: this process does not "
                 "take the default routing the comparison is about")
-    if "why" not in _qmm_probe:
-        env = dict(os.environ, MLX_CUDA_QMM_TRACE="1")
-        proc = subprocess.run([sys.executable, "-c", _QMM_TRACE_PROBE],
-                              capture_output=True, text=True, env=env, timeout=300)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.splitlines()[-25:])
-            raise RuntimeError(f"the quantized_matmul probe exited with "
-                               f"{proc.returncode}:\n{tail}")
-        traced = any(ln.startswith(QMM_TRACE_PREFIX) for ln in proc.stderr.splitlines())
-        _qmm_probe["why"] = None if traced else (
-            f"this MLX {getattr(mx, '__version__', '?')} build has no patch "
+    if _qmm_trace_seen():
+        return None
+    return (f"this MLX {getattr(mx, '__version__', '?')} build has no patch "
             f"0060 (MLX_CUDA_QMM_TRACE=1 printed no {QMM_TRACE_PREFIX.strip()} "
             "line): MLX_CUDA_QMM_PATH=upstream would change nothing")
-    return _qmm_probe["why"]
 
 
 # --------------------------------------------------------------------------

@@ -25,7 +25,13 @@ from sdpa_support import MLX_MISSING
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
 import numpy as np  # noqa: E402
-from sdpa_support import gpu_backend, no_gpu_reason, rel_error, run_json  # noqa: E402
+from sdpa_support import (  # noqa: E402
+    QMM_TRACE_PREFIX,
+    gpu_backend,
+    no_gpu_reason,
+    rel_error,
+    run_json,
+)
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
@@ -124,7 +130,7 @@ def test_trace_names_each_path():
     proc = subprocess.run([sys.executable, "-c", _TRACE], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[mlx-qmm-route]")]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(QMM_TRACE_PREFIX)]
     paths = [ln.split()[1] for ln in lines]
     assert paths == ["path=gemv", "path=upstream", "path=dequant",
                      "path=upstream", "path=upstream", "path=upstream"], lines
