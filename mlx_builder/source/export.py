@@ -38,8 +38,8 @@ from mlx_builder.source.series import (
     load_index,
     parse_patch,
     parse_patch_text,
-    read_sums,
     strip_applies_to,
+    sums_text,
     without_offsets,
 )
 from mlx_builder.source.status import check_patches
@@ -176,19 +176,12 @@ def _write_all(root: Path, writes: list[tuple[Path, bytes]], updates: dict[str, 
     sums = root / SUMS
     for path in [sums, *(p for p, _ in writes)]:
         outputs.remove_leftovers(path)
-    try:
-        old = read_sums(root)
-    except SeriesError:
-        if sums.exists():
-            raise
-        old = {}
-    merged = {**old, **updates}
+    text = sums_text(root, updates)
     with outputs.staging(f"cannot write the patch series into {root}") as staged:
         for path, data in writes:
             path.parent.mkdir(parents=True, exist_ok=True)
             staged.append((outputs.stage_bytes(path, data), path))
-        if merged != old or not sums.exists():
-            text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
+        if text is not None:
             staged.append((outputs.stage_bytes(sums, text.encode()), sums))
         with signals.critical():
             outputs.commit(staged)

@@ -385,10 +385,10 @@ def verify_sums(root: Path, patches: Iterable[PatchEntry]) -> None:
                 "it on purpose")
 
 
-def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
-    """Set the lines for ``updates`` ({folder/file: sha256}), keep the rest
-    but those whose file is gone (a patch moved to common/ or renamed);
-    written atomically. Returns whether the file changed."""
+def sums_text(root: Path, updates: Mapping[str, str]) -> str | None:
+    """SHA256SUMS with the lines for ``updates`` ({folder/file: sha256}) set
+    and the rest kept but those whose file is gone (a patch moved to common/
+    or renamed); None when that is the file as it is."""
     path = Path(root) / SUMS
     try:
         sums = read_sums(root)
@@ -400,8 +400,16 @@ def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
             if (Path(root) / rel).is_file()}
     merged = {**kept, **updates}
     if merged == sums and path.exists():
+        return None
+    return "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
+
+
+def write_sums(root: Path, updates: Mapping[str, str]) -> bool:
+    """sums_text written atomically. Returns whether the file changed."""
+    text = sums_text(root, updates)
+    if text is None:
         return False
-    text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(merged.items()))
+    path = Path(root) / SUMS
     tmp = path.with_name(f".{SUMS}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
