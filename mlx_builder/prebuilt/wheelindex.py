@@ -237,7 +237,7 @@ def _earlier(root: Path, fresh: set[str]) -> list[WheelEntry]:
     listing = root / LISTING_NAME
     if not listing.is_file():
         return []
-    wheels = _parse_listing(listing.read_bytes(), str(listing))
+    wheels, _ = _parse_listing(listing.read_bytes(), str(listing))
     kept = []
     for item in wheels:
         if item["filename"] in fresh:
@@ -424,8 +424,8 @@ def load_listing(location: str, offline: bool = False,
         listing = local / LISTING_NAME
         if listing.is_file():
             raw = listing.read_bytes()
-            data = _parse_listing(raw, str(listing))
-            return Listing(location, str(local.resolve()), True, data, _nested(raw))
+            wheels, nested = _parse_listing(raw, str(listing))
+            return Listing(location, str(local.resolve()), True, wheels, nested)
         if local.is_dir() and any(local.glob("*.whl")):
             wheels = tuple(describe_wheel(w, urllib.parse.quote(_utf8_name(w).name)).to_json()
                            for w in sorted(local.glob("*.whl")))
@@ -449,15 +449,7 @@ def load_listing(location: str, offline: bool = False,
                          f"{type(exc).__name__}: {exc}"[:300],
                          "check the URL and the network, or pass a local index"
                          ) from None
-    return Listing(location, root, False, _parse_listing(data, url), _nested(data))
-
-
-def _nested(raw: bytes) -> bool:
-    """Whether a listing (already parsed once) is an index root with variant sub-indexes."""
-    try:
-        return bool(json.loads(raw.decode("utf-8")).get("variants"))
-    except (ValueError, AttributeError):
-        return False
+    return Listing(location, root, False, *_parse_listing(data, url))
 
 
 # Optional fields of a listing entry and the types install reads them as.
@@ -465,7 +457,9 @@ _OPTIONAL = {"version": str, "sha256": str, "size": int, "requires_python": str,
              "manifest_error": str, "project": str, "manifest": dict}
 
 
-def _parse_listing(raw: bytes, where: str) -> tuple[dict[str, Any], ...]:
+def _parse_listing(raw: bytes, where: str) -> tuple[tuple[dict[str, Any], ...], bool]:
+    """The wheels of a listing, and whether it is an index root with variant
+    sub-indexes."""
     try:
         data = json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict):
@@ -490,4 +484,4 @@ def _parse_listing(raw: bytes, where: str) -> tuple[dict[str, Any], ...]:
         raise WheelError(f"{where} is not an mlx-builder wheel listing",
                          f"{type(exc).__name__}: {exc}",
                          "regenerate it with `mlx-builder index`") from None
-    return tuple(wheels)
+    return tuple(wheels), bool(data.get("variants"))
