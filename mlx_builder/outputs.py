@@ -96,13 +96,25 @@ def staging(what: str) -> Iterator[list[tuple[Path, Path]]]:
         raise
 
 
+# errno values that say the disk or its permissions refused a write, not
+# that the input or the program is at fault
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def is_disk_error(exc: OSError) -> bool:
+    """Whether ``exc`` is the disk's or its permissions' refusal (disk_error
+    has advice for it)."""
+    return exc.errno in _FULL_ERRNOS | _DENIED_ERRNOS
+
+
 def disk_error(exc: OSError, what: str) -> FileSystemError:
     """A FileSystemError for an OSError met while writing ``what``."""
     why = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
+    if exc.errno in _FULL_ERRNOS:
         return FileSystemError(what, f"the disk is full ({why})",
                                "free some space (or point the output elsewhere) and run again")
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if exc.errno in _DENIED_ERRNOS:
         return FileSystemError(what, why, "check the folder's permissions, or choose another")
     return FileSystemError(what, why, "check the path and run again")
 

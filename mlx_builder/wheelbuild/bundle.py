@@ -28,7 +28,6 @@ behind, so the same command cannot build from it on a second try.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import hashlib
 import io
@@ -455,7 +454,7 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
                     with tarfile.open(path) as tf:
                         _extract(tf, tmp, data, path.name)
                 except OSError as exc:
-                    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+                    if outputs.is_disk_error(exc):
                         raise outputs.disk_error(
                             exc, f"cannot unpack bundle {path.name} into {dest.parent}"
                         ) from None
