@@ -94,11 +94,12 @@ def command(settings: Settings, index: str | None, mlx: str | None, backend: str
         console.print(f"choice: {choice.chosen.filename}\n  why:  {choice.chosen.reason}\n"
                       f"  pip:  pip install -c {pins} --extra-index-url {simple} mlx",
                       markup=False)
-    upstream = installed_backends(python or sys.executable)
+    target = python or sys.executable  # the interpreter pip installs into
+    upstream = installed_backends(target)
     if upstream and not replace_upstream:
         names = ", ".join(f"{n} {v}" for n, v in upstream)
         raise ConflictingPackageError(
-            f"upstream's {names} is installed in {python or sys.executable}",
+            f"upstream's {names} is installed in {target}",
             "it owns mlx/lib/libmlx.so (or mlx.metallib), which our wheel writes too: "
             "the two would overwrite each other",
             "pass --replace-upstream to uninstall it first, or use a fresh venv")
@@ -109,13 +110,13 @@ def command(settings: Settings, index: str | None, mlx: str | None, backend: str
     runner = StepRunner(settings.logs_dir / f"install-{time.strftime('%Y%m%d-%H%M%S')}")
     if upstream:
         gone = [n for n, _ in upstream]
-        runner.run("pip-uninstall-upstream", [python or sys.executable, "-m", "pip", "uninstall",
+        runner.run("pip-uninstall-upstream", [target, "-m", "pip", "uninstall",
                                               "-y", *gone], error_cls=WheelError)
         console.print(f"uninstalled {', '.join(gone)}", markup=False)
     with tempfile.TemporaryDirectory(prefix="mlxb-install-") as tmp:
         wheel = fetch_verified(choice.chosen.location, sha256, tmp)
         project = entry.get("project") or choice.chosen.filename.split("-")[0]
-        commands = hashed_pip_commands(python or sys.executable, wheel, sha256, project,
+        commands = hashed_pip_commands(target, wheel, sha256, project,
                                        f"{tmp}/requirements.txt", pip_args, settings.offline)
         for step, cmd in zip(("pip-install", "pip-install-requires"), commands):
             result = runner.run(step, cmd, error_cls=WheelError, check=False)
