@@ -25,7 +25,13 @@ from typing import Any, TextIO
 from mlx_builder import process
 from mlx_builder.errors import ConfigError
 from mlx_builder.lists import comma_list
-from mlx_builder.verify.benchdata import column, device_and_versions, speedups, timing_note
+from mlx_builder.verify.benchdata import (
+    column,
+    device_and_versions,
+    num,
+    speedups,
+    timing_note,
+)
 from mlx_builder.verify.workers._common import RESTART_EXIT
 
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -227,16 +233,8 @@ def _cell(rec: Mapping[str, Any] | None, metric: str) -> str:
         return {"oom": "OOM", "unsupported": "n/a", "skipped": "(OOM)",
                 "crashed": "crash"}.get(rec["status"], rec["status"])
     if metric == "prefill":
-        return f"{_num(rec['tflops'])} / {_num(rec['peak_gib'])}"
-    return f"{_num(rec['tbps'])} / {_num(rec['ms'])}"
-
-
-def _num(x: float | None) -> str:
-    """Three significant digits, no exponent for the usual ranges; "—" when
-    the value was not measured."""
-    if x is None or x != x:
-        return "—"
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+        return f"{num(rec['tflops'])} / {num(rec['peak_gib'])}"
+    return f"{num(rec['tbps'])} / {num(rec['ms'])}"
 
 
 def linear_section(result: Mapping[str, Any]) -> list[str]:
@@ -253,7 +251,7 @@ def linear_section(result: Mapping[str, Any]) -> list[str]:
     def cell(rec: Mapping[str, Any] | None) -> str:
         if rec is None or rec["status"] != "ok":
             return _cell(rec, "linear")
-        return f"{_num(rec['tflops'])} / {_num(rec['tbps'] * 1e3)}"
+        return f"{num(rec['tflops'])} / {num(rec['tbps'] * 1e3)}"
 
     lines = [f"## Linear layers, {cfg['qmm_bits']}-bit group {cfg['qmm_group']}: "
              "TFLOP/s (2·M·N·K) / GB/s of weights read", "",

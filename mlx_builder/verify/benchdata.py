@@ -53,3 +53,16 @@ def timing_note(cfg: Mapping[str, Any]) -> str:
         return (f"{queue} calls queued per wait (time per call: device throughput), "
                 f"{rounds}")
     return f"each call waited for (latency), {rounds}"
+
+
+def length_label(n: int) -> str:
+    """A sequence length as the tables and plots write it: 8k, 1536."""
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    """``digits`` significant digits, no exponent for the usual ranges; "—"
+    when the value was not measured."""
+    if x is None or x != x:
+        return "—"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.{digits}g}"

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from mlx_builder.errors import ConfigError
-from mlx_builder.verify.benchdata import column, device_and_versions, timing_note
+from mlx_builder.verify.benchdata import (
+    column,
+    device_and_versions,
+    length_label,
+    num,
+    timing_note,
+)
 
 PAGE = "performance.md"
 DATA_DIR = "perf"
@@ -105,27 +111,17 @@ def dumps(data: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------ the section
 
-def _length(n: int) -> str:
-    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    if x is None or x != x:
-        return "—"
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.{digits}g}"
-
-
 def _cell(rec: Mapping[str, Any] | None, mark: str) -> str:
     if rec is None:
         return ""
     if rec["status"] != "ok":
         return {"oom": "out of memory", "unsupported": "n/a", "skipped": "(out of memory)",
                 "crashed": "crash"}.get(rec["status"], rec["status"]) + mark
-    parts = ([f"{_num(rec.get('tflops'))} TFLOP/s"] if rec["mode"] == "prefill"
-             else [f"{_num(rec.get('tbps'))} TB/s"])
-    parts.append(f"{_num(rec.get('ms'))} ms")
+    parts = ([f"{num(rec.get('tflops'))} TFLOP/s"] if rec["mode"] == "prefill"
+             else [f"{num(rec.get('tbps'))} TB/s"])
+    parts.append(f"{num(rec.get('ms'))} ms")
     if rec.get("peak_gib") is not None:
-        parts.append(f"{_num(rec['peak_gib'], 2)} GiB")
+        parts.append(f"{num(rec['peak_gib'], 2)} GiB")
     return " · ".join(parts) + mark
 
 
@@ -153,8 +149,8 @@ def render_section(data: Mapping[str, Any], plot: str | None = None) -> str:
              f"Measured {data['date']}: {versions}. {cfg['dtype']}, B = {cfg['batch']}, "
              f"{cfg['heads']} query / {cfg['kv_heads']} KV heads; {timing_note(cfg)}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    shapes = [("prefill", L, f"prefill L = {_length(L)}") for L in cfg["prefill_lengths"]] \
-        + [("decode", L, f"decode kL = {_length(L)}") for L in cfg["decode_lengths"]]
+    shapes = [("prefill", L, f"prefill L = {length_label(L)}") for L in cfg["prefill_lengths"]] \
+        + [("decode", L, f"decode kL = {length_label(L)}") for L in cfg["decode_lengths"]]
     for D in cfg["dims"]:
         for mode, L, label in shapes:
             row = [index.get((c, mode, D, L)) for c in cols]

@@ -40,8 +40,9 @@ def _matplotlib() -> ModuleType:
 
 
 def _length_label(x: float, _pos: Any = None) -> str:
-    n = round(x)
-    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+    """FuncFormatter's form of benchdata.length_label (ticks are floats)."""
+    from mlx_builder.verify.benchdata import length_label
+    return length_label(round(x))
 
 
 def series(result: Mapping[str, Any], mode: str, D: int,
