@@ -201,6 +201,11 @@ def bench_command(data: Mapping[str, Any]) -> str:
     args += ["--dims", ",".join(map(str, cfg["dims"])),
              "--lengths", ",".join(map(str, cfg["prefill_lengths"])),
              "--decode-lengths", ",".join(map(str, cfg["decode_lengths"]))]
+    if cfg.get("qmm_shapes"):
+        args += ["--qmm-shapes", ",".join(f"{k}:{n}" for k, n in cfg["qmm_shapes"]),
+                 "--qmm-rows", ",".join(map(str, cfg["qmm_rows"]))]
+        if cfg["qmm_bits"] != default.qmm_bits:
+            args += ["--qmm-bits", str(cfg["qmm_bits"])]
     for option, key in (("--heads", "heads"), ("--kv-heads", "kv_heads"), ("--dtype", "dtype"),
                         ("--warmup", "warmup"), ("--iters", "iters"), ("--queue", "queue")):
         if cfg[key] != getattr(default, key):

@@ -110,6 +110,17 @@ def test_the_command_measures_the_same_again():
     assert "--no-torch" in perfpage.bench_command(no_torch)
 
 
+def test_the_command_repeats_the_linear_layers():
+    data = result()
+    data["config"].update(qmm_shapes=[[5376, 8192], [21504, 5376]], qmm_rows=[1, 2048],
+                          qmm_bits=8)
+    args = shlex.split(perfpage.bench_command(perfpage.data_of(data)))
+    assert args[args.index("--qmm-shapes") + 1] == "5376:8192,21504:5376"
+    assert args[args.index("--qmm-rows") + 1] == "1,2048"
+    assert args[args.index("--qmm-bits") + 1] == "8"
+    assert "--qmm-shapes" not in perfpage.bench_command(perfpage.data_of(result()))
+
+
 @pytest.mark.parametrize("upstream", ["mlx-0.32.2-cp312-cp312-linux_x86_64.whl",
                                       ["mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl",
                                        "mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl"]])
