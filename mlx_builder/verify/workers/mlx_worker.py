@@ -9,6 +9,8 @@ memory is mx.get_peak_memory() above the inputs. Linear-layer cases time
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from _common import LINEAR_MODES, emit, load_job, per_call_ms, run_cases
 
@@ -28,21 +30,13 @@ def main(argv: list[str]) -> None:
     dtype = getattr(mx, job["dtype"])
     B, H, Hkv = job["batch"], job["heads"], job["kv_heads"]
 
-    def bench_linear(mode: str, K: int, M: int, N: int) -> dict:
-        mx.random.seed(0)
-        w = (mx.random.normal((N, K)) * 0.05).astype(dtype)
-        x = mx.random.normal((M, K)).astype(dtype)
-        bits, group = job["qmm_bits"], job["qmm_group"]
-        qw = mx.quantize(w, group_size=group, bits=bits) if mode == "qmm" else None
-        mx.eval(x, w, qw if qw is not None else [])
+    def measure(call: Callable[[], Any]) -> tuple[float, int]:
+        """Milliseconds per call of ``call`` (queued as the job says) and the
+        peak memory one call alone adds."""
         pending: list = []
 
         def issue() -> None:
-            if qw is None:
-                pending.append(x @ w.T)
-            else:
-                pending.append(mx.quantized_matmul(
-                    x, *qw, transpose=True, group_size=group, bits=bits))
+            pending.append(call())
 
         def wait() -> None:
             mx.eval(pending)
@@ -53,10 +47,24 @@ def main(argv: list[str]) -> None:
         base = mx.get_active_memory()
         mx.reset_peak_memory()
         issue()
-        wait()
+        wait()  # one call alone: its peak memory
         peak = mx.get_peak_memory() - base
-        return {"ms": per_call_ms(issue, wait, job), "peak_bytes": peak,
-                "kv_heads_read": 0}
+        return per_call_ms(issue, wait, job), peak
+
+    def bench_linear(mode: str, K: int, M: int, N: int) -> dict:
+        mx.random.seed(0)
+        w = (mx.random.normal((N, K)) * 0.05).astype(dtype)
+        x = mx.random.normal((M, K)).astype(dtype)
+        bits, group = job["qmm_bits"], job["qmm_group"]
+        if mode == "qmm":
+            qw = mx.quantize(w, group_size=group, bits=bits)
+            mx.eval(x, w, qw)
+            ms, peak = measure(lambda: mx.quantized_matmul(
+                x, *qw, transpose=True, group_size=group, bits=bits))
+        else:
+            mx.eval(x, w)
+            ms, peak = measure(lambda: x @ w.T)
+        return {"ms": ms, "peak_bytes": peak, "kv_heads_read": 0}
 
     def bench(backend: str, mode: str, D: int, qL: int, kL: int) -> dict:
         if mode in LINEAR_MODES:
@@ -67,24 +75,8 @@ def main(argv: list[str]) -> None:
         v = mx.random.normal((B, Hkv, kL, D)).astype(dtype)
         mx.eval(q, k, v)
         mask = "causal" if mode == "prefill" else None
-        mx.synchronize()
-        mx.clear_cache()
-        base = mx.get_active_memory()
-        mx.reset_peak_memory()
-        pending = []
-
-        def issue() -> None:
-            pending.append(mx.fast.scaled_dot_product_attention(
-                q, k, v, scale=D ** -0.5, mask=mask))
-
-        def wait() -> None:
-            mx.eval(pending)
-            pending.clear()
-
-        issue()
-        wait()  # one call alone: its peak memory
-        peak = mx.get_peak_memory() - base
-        ms = per_call_ms(issue, wait, job)
+        ms, peak = measure(lambda: mx.fast.scaled_dot_product_attention(
+            q, k, v, scale=D ** -0.5, mask=mask))
         return {"ms": ms, "peak_bytes": peak, "kv_heads_read": Hkv}
 
     run_cases(job, ["mlx"], bench)
