@@ -86,9 +86,15 @@ def tree_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
                 f"work tree {Path(path)}", settings.no_wait)
 
 
+def beside(path: Path, what: str, no_wait: bool) -> AbstractContextManager[None]:
+    """The lock of ``path`` (a folder or a file made whole), kept beside it
+    as ``.<name>.lock``."""
+    path = Path(path)
+    return hold(path.parent / f".{path.name}.lock", what, no_wait)
+
+
 def build_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
-    return hold(Path(folder).parent / f".{Path(folder).name}.lock",
-                f"build folder {folder}", settings.no_wait)
+    return beside(folder, f"build folder {folder}", settings.no_wait)
 
 
 def mirror_lock(settings: Settings) -> AbstractContextManager[None]:
@@ -97,14 +103,12 @@ def mirror_lock(settings: Settings) -> AbstractContextManager[None]:
 
 
 def bundle_lock(settings: Settings, folder: Path) -> AbstractContextManager[None]:
-    return hold(Path(folder).parent / f".{Path(folder).name}.lock",
-                f"bundle folder {folder}", settings.no_wait)
+    return beside(folder, f"bundle folder {folder}", settings.no_wait)
 
 
 def output_lock(settings: Settings, path: Path) -> AbstractContextManager[None]:
     """The lock of an output file (a bundle, an index's listing), beside it."""
-    path = Path(path)
-    return hold(path.parent / f".{path.name}.lock", f"output {path}", settings.no_wait)
+    return beside(path, f"output {path}", settings.no_wait)
 
 
 def deps_lock(settings: Settings, entry: Path) -> AbstractContextManager[None]:

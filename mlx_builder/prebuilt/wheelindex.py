@@ -353,7 +353,7 @@ def _write_pages(root: Path, pages: dict[Path, str], no_wait: bool) -> None:
     """The pages and index.json, under the index folder's lock: all staged
     first, then renamed (index.json last, the file install reads)."""
     order = sorted(pages, key=lambda p: (p.name == LISTING_NAME, str(p)))
-    with locks.hold(root / f".{LISTING_NAME}.lock", f"the index folder {root}", no_wait):
+    with locks.beside(root / LISTING_NAME, f"the index folder {root}", no_wait):
         with outputs.staging(f"cannot write the index into {root}") as staged:
             for path in order:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -445,7 +445,7 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
     with locks.bundle_lock(settings, dest):
         if not (dest / _DONE).is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            _remove_killed_unpacks(settings, dest.parent)
+            _remove_killed_unpacks(dest.parent)
             _read_whole_gzip(path)
             data = read_bundle_json(path)
             tmp = Path(tempfile.mkdtemp(prefix=f".unpack-{sha[:16]}-", dir=dest.parent))
@@ -475,13 +475,13 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
     return _top(dest, path), sha
 
 
-def _remove_killed_unpacks(settings: Settings, folder: Path) -> None:
+def _remove_killed_unpacks(folder: Path) -> None:
     """Remove the unpack folders of killed runs: each one whose bundle's lock
     is free (a run unpacking it now holds that lock)."""
     for stale in sorted(folder.glob(".unpack-*-*")):
         key = stale.name.split("-")[1]
         try:
-            with locks.hold(folder / f".{key}.lock", f"bundle folder {folder / key}", True):
+            with locks.beside(folder / key, f"bundle folder {folder / key}", True):
                 shutil.rmtree(stale, ignore_errors=True)
         except LockError:
             continue
