@@ -40,7 +40,7 @@ from packaging import tags as ptags
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder import process
+from mlx_builder import distinfo, process
 from mlx_builder.errors import ConfigError, DriverTooOldError, FetchError, HashMismatchError, WheelError
 from mlx_builder.lists import comma_list, loose_list
 from mlx_builder.prebuilt.variants import (
@@ -631,17 +631,9 @@ def check_wheel_tags(path: str | os.PathLike) -> None:
     include the platform its manifest names: a renamed wheel would otherwise
     install on a host it was not built for."""
     import urllib.parse
-    import zipfile
     name = os.path.basename(path)
     named = _name_tags(urllib.parse.unquote(name))     # a download keeps the URL's %2B
-    try:
-        with zipfile.ZipFile(path) as zf:
-            wheel_file = next((n for n in zf.namelist()
-                               if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")), None)
-            text = zf.read(wheel_file).decode("utf-8", "replace") if wheel_file else ""
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise WheelError(f"{name} is not a readable wheel", str(exc),
-                         "rebuild it and run `mlx-builder index` again") from None
+    text = distinfo.read_text(path, "WHEEL", required=False) or ""
     manifest = None
     try:
         manifest = read_manifest(Path(path))
@@ -665,14 +657,7 @@ def check_wheel_tags(path: str | os.PathLike) -> None:
 
 def wheel_requires(path: str | os.PathLike) -> list[str]:
     """The wheel's Requires-Dist lines, without those that only extras need."""
-    import zipfile
-    from email.parser import HeaderParser
-    with zipfile.ZipFile(path) as zf:
-        meta = next((n for n in zf.namelist()
-                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
-        if meta is None:
-            raise WheelError(f"{os.path.basename(path)} has no .dist-info/METADATA")
-        headers = HeaderParser().parsestr(zf.read(meta).decode("utf-8", "replace"))
+    headers = distinfo.metadata(path)
     return [r for r in headers.get_all("Requires-Dist") or []
             if "extra" not in r.partition(";")[2]]
 

@@ -33,13 +33,12 @@ import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mlx_builder import __version__, locks, outputs
+from mlx_builder import __version__, distinfo, locks, outputs
 from mlx_builder.errors import FetchError, WheelError
 from mlx_builder.prebuilt.variants import variant
 from mlx_builder.wheelbuild.manifest import read_manifest, verify_record
@@ -96,17 +95,8 @@ def _sha256(path: Path) -> str:
 
 
 def _requires_python(wheel: Path) -> str | None:
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist()
-                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-            if not names:
-                return None
-            text = zf.read(names[0]).decode("utf-8", errors="replace")
-    except zipfile.BadZipFile as exc:
-        raise WheelError(f"{wheel.name} is not a valid wheel", str(exc),
-                         "rebuild it or remove it from the wheelhouse") from None
-    value = HeaderParser().parsestr(text).get("Requires-Python")
+    headers = distinfo.metadata(wheel, required=False)
+    value = headers.get("Requires-Python") if headers is not None else None
     return value.strip() if value else None
 
 
@@ -161,7 +151,7 @@ def check_wheel_matches_manifest(path: Path, manifest: dict[str, Any], version: 
                          "nothing was indexed")
     try:
         problems = verify_record(path)
-    except (StopIteration, zipfile.BadZipFile, ValueError) as exc:
+    except (zipfile.BadZipFile, ValueError) as exc:
         raise WheelError(f"{path.name}: cannot check its RECORD", str(exc) or "no RECORD",
                          "rebuild the wheel; nothing was indexed") from None
     if problems:

@@ -31,7 +31,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from mlx_builder import __version__
+from mlx_builder import __version__, distinfo
 from mlx_builder.errors import WheelError
 
 MANIFEST_PATH = "mlx/_mlx_builder_manifest.json"
@@ -238,13 +238,13 @@ def inject(wheel: Path, out: Path, *, manifest: Mapping[str, Any],
         raise WheelError(f"cannot open {wheel}", str(exc)) from None
     with src:
         infos = src.infolist()
-        dist_info = next((i.filename.split("/")[0] for i in infos
-                          if i.filename.endswith(".dist-info/METADATA")), None)
-        if dist_info is None:
+        metadata = distinfo.member(src, "METADATA")
+        if metadata is None:
             raise WheelError(f"{wheel.name} has no .dist-info/METADATA")
+        dist_info = metadata.split("/")[0]
         record_name = f"{dist_info}/RECORD"
         payload: list[tuple[zipfile.ZipInfo, bytes]] = []
-        stamp = next(i.date_time for i in infos if i.filename.endswith("METADATA"))
+        stamp = src.getinfo(metadata).date_time
         manifest_bytes = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         added = False
         for info in infos:
@@ -257,7 +257,7 @@ def inject(wheel: Path, out: Path, *, manifest: Mapping[str, Any],
                 payload.append((new, manifest_bytes))
                 added = True
             data = src.read(info)
-            if info.filename == f"{dist_info}/METADATA":
+            if info.filename == metadata:
                 data = _add_requires(data, requires, extras)
             payload.append((info, data))
     buf = io.StringIO()
@@ -278,10 +278,13 @@ def inject(wheel: Path, out: Path, *, manifest: Mapping[str, Any],
 
 
 def verify_record(wheel: Path) -> list[str]:
-    """Members whose RECORD line is missing or wrong (empty list: all good)."""
+    """Members whose RECORD line is missing or wrong (empty list: all good);
+    ValueError for a wheel without a RECORD or with one that is not one."""
     problems = []
     with zipfile.ZipFile(wheel) as zf:
-        rec_name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+        rec_name = distinfo.member(zf, "RECORD")
+        if rec_name is None:
+            raise ValueError("no .dist-info/RECORD")
         rows = {}
         try:
             table = list(csv.reader(io.StringIO(zf.read(rec_name).decode())))

@@ -42,7 +42,7 @@ from typing import Any
 from packaging.version import Version
 from rich.progress import Progress, TaskID
 
-from mlx_builder import locks, outputs, process
+from mlx_builder import distinfo, locks, outputs, process
 from mlx_builder.console import console, err_console, progress
 from mlx_builder.errors import BuildError
 from mlx_builder.process import StepRunner
@@ -509,12 +509,10 @@ def _configure_only(settings: Settings, p: Prepared) -> Path:
 
 
 def wheel_version(wheel: Path) -> str:
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        m = re.search(r"^Version: (.+)$", zf.read(meta).decode(), re.M)
-    if not m:
+    version = distinfo.metadata(wheel)["Version"]
+    if not version:
         raise BuildError(f"{wheel.name} has no Version in its METADATA")
-    return m.group(1).strip()
+    return version.strip()
 
 
 def _python_version(python: str) -> str:
