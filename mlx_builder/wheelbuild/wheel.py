@@ -534,6 +534,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
     gpu: dict[str, Any] = {}
     requires: list[str] = []
     req_source = ""
+    toolkit = toolkit_major(tc) if targets.backend == "cuda" else None
     with zipfile.ZipFile(raw) as zf, tempfile.TemporaryDirectory(prefix="mlxb-whl-") as tmp:
         members = zf.namelist()
         if targets.backend == "cuda":
@@ -543,7 +544,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
             path = Path(zf.extract(lib, tmp))
             code = verify_sass(path, targets.sass_archs, tc.tools.get("cuobjdump"))
             gpu = {"sass": sorted(code.sass), "ptx": sorted(code.ptx), "method": code.method}
-            toolkit = toolkit_major(tc)
+            assert toolkit is not None
             requires, req_source = cuda_runtime_requirements(staged, toolkit, platform.system())
         elif targets.backend == "metal" and not any(m.endswith("mlx.metallib") for m in members):
             raise BuildError(f"{raw.name} has no mlx.metallib", "the Metal kernels are missing")
@@ -574,7 +575,7 @@ def finish_wheel(raw: Path, plan: SourcePlan, tc: Toolchain, staged: Path, out_d
         disabled_options=plan.deps.disabled, runtime_requires=requires,
         requires_source=req_source, gpu_code=gpu, cmake_args=public_args(cmake_args),
         built_from=built_from, bundle_sha256=plan.bundle_sha256, platform=platform_info,
-        cuda_major=toolkit_major(tc) if targets.backend == "cuda" else None)
+        cuda_major=toolkit)
     try:
         return inject(raw, out_dir / raw.name, manifest=manifest, requires=requires,
                       extras=BACKEND_EXTRAS)
