@@ -21,7 +21,7 @@ from mlx_builder.console import err_console
 from mlx_builder.errors import BuildError, BundleError, ConfigError
 from mlx_builder.settings import Settings
 from mlx_builder.verify.routes import resolve_interpreter
-from mlx_builder.wheelbuild.buildenv import parse_platform, platform_warning
+from mlx_builder.wheelbuild.buildenv import Platform, platform_warning
 from mlx_builder.wheelbuild.bundle import normalize_sha256, prepare
 from mlx_builder.wheelbuild.targets import parse_targets
 from mlx_builder.wheelbuild.wheel import build_wheel
@@ -68,12 +68,12 @@ def command(settings: Settings, target_spec: str | None, mlx_ref: str | None,
             series_name: str | None, source_dir: Path | None, bundle: Path | None,
             bundle_sha256: str | None, out_dir: Path, python: str | None,
             isolation: bool | None, cmake_args: tuple[str, ...], configure_only: bool,
-            toolchain: str, cuda_major: str | None, platform_name: str | None,
+            toolchain: str, cuda_major: int | None, platform: Platform | None,
             manylinux: bool, manylinux_floor: str | None) -> None:
     """Build MLX with the patch series into a wheel, check its GPU code and
     write its provenance manifest into it (see `mlx-builder inspect`)."""
-    kw: dict[str, Any] = dict(toolchain=toolchain, cuda_major=int(cuda_major) if cuda_major else None,
-              target_platform=parse_platform(platform_name))
+    kw: dict[str, Any] = dict(toolchain=toolchain, cuda_major=cuda_major,
+                              target_platform=platform)
     warning = platform_warning(target_spec, kw["target_platform"])
     if warning:
         err_console.print(f"warning: {warning}", markup=False)

@@ -10,6 +10,7 @@ from mlx_builder.commands.options import cuda_option, mlx_ref_option, platform_o
 from mlx_builder.console import console
 from mlx_builder.errors import BuildError
 from mlx_builder.settings import Settings
+from mlx_builder.wheelbuild.buildenv import Platform
 from mlx_builder.wheelbuild.bundle import file_sha256, plan_from_tree, prepare, write_bundle
 from mlx_builder.wheelbuild.targets import parse_targets
 
@@ -36,7 +37,7 @@ from mlx_builder.wheelbuild.targets import parse_targets
 @click.pass_obj
 def command(settings: Settings, target_spec: str, mlx_ref: str | None, series_name: str | None,
             source_dir: Path | None, out: Path, refresh: bool, with_toolchain: bool,
-            platform_name: str | None, cuda_major: str | None,
+            platform: Platform | None, cuda_major: int | None,
             python_version: str | None) -> None:
     """Write patched MLX + every FetchContent dependency the target needs +
     build settings into one deterministic .tar.gz; build it anywhere with
@@ -58,13 +59,13 @@ def command(settings: Settings, target_spec: str, mlx_ref: str | None, series_na
 
         from mlx_builder.source.tree import read_build_requires
         from mlx_builder.wheelbuild import buildenv as be
-        plat = be.parse_platform(platform_name) or be.host_platform()
+        plat = platform or be.host_platform()
         if plat is None:
             raise BuildError("--with-toolchain needs a Linux target platform",
                              "registry CUDA toolchains exist for linux-x86_64 and "
                              "linux-aarch64 only", "pass --platform linux-aarch64 or "
                              "linux-x86_64")
-        major = int(cuda_major) if cuda_major else be.default_cuda_major(
+        major = cuda_major or be.default_cuda_major(
             targets.min_cuda, min(e.number for e in targets.arch_entries))
         spec = be.make_spec(major, plat, read_build_requires(plan.src), host=plat)
         if python_version:

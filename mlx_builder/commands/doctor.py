@@ -24,7 +24,7 @@ from mlx_builder.console import console, print_table
 from mlx_builder.errors import ToolchainError
 from mlx_builder.settings import Settings
 from mlx_builder.wheelbuild import buildenv as benv_mod
-from mlx_builder.wheelbuild.buildenv import Platform, cross_target, host_platform, parse_platform
+from mlx_builder.wheelbuild.buildenv import Platform, cross_target, host_platform
 from mlx_builder.wheelbuild.probe import Check
 from mlx_builder.wheelbuild.targets import TargetSet, parse_targets
 from mlx_builder.wheelbuild.toolchain import DEFAULT_BUILD_REQUIRES, Toolchain, check_toolchain, find_nvcc
@@ -107,13 +107,12 @@ def _host_checks(python: str | None, plat: Platform | None, choice: Check) -> To
 @json_flag(help="Print the checks as JSON.")
 @click.pass_obj
 def command(settings: Settings, target_spec: str | None, python: str | None, toolchain: str,
-            cuda_major: str | None, platform_name: str | None, as_json: bool) -> None:
+            cuda_major: int | None, platform: Platform | None, as_json: bool) -> None:
     """Check compilers, CUDA/cuDNN or Xcode, CMake, Ninja and the build Python,
     and say which CUDA toolchain a build will use and why."""
-    targets = parse_targets(target_spec or ("cuda" if platform_name else default_target()))
-    plat = parse_platform(platform_name) or host_platform()
-    tc = plan_checks(settings, targets, python or sys.executable, toolchain,
-                     int(cuda_major) if cuda_major else None, plat)
+    targets = parse_targets(target_spec or ("cuda" if platform else default_target()))
+    plat = platform or host_platform()
+    tc = plan_checks(settings, targets, python or sys.executable, toolchain, cuda_major, plat)
     registry = any(c.name == "toolchain" and c.version == "pypi" for c in tc.checks)
     checks = [c if c.name != "build-python" or settings.offline or registry
               else dataclasses.replace(c, required=False) for c in tc.checks]

@@ -20,7 +20,7 @@ from mlx_builder.verify.nightly import (
     compile_available,
     run_nightly,
 )
-from mlx_builder.wheelbuild.buildenv import parse_platform, platform_warning
+from mlx_builder.wheelbuild.buildenv import Platform, platform_warning
 
 
 @click.command("nightly")
@@ -47,8 +47,8 @@ from mlx_builder.wheelbuild.buildenv import parse_platform, platform_warning
               help="Exit non-zero on any conflict, not only on regressions.")
 @click.pass_obj
 def command(settings: Settings, mlx_ref: str, targets: str,
-            do_compile: bool | None, toolchain: str, cuda_major: str | None,
-            platform_name: str | None, report_dir: Path, previous: Path | None,
+            do_compile: bool | None, toolchain: str, cuda_major: int | None,
+            platform: Platform | None, report_dir: Path, previous: Path | None,
             fail_on_conflict: bool) -> None:
     """Check, 3-way-probe and (optionally) build the series for upstream main.
 
@@ -57,8 +57,7 @@ def command(settings: Settings, mlx_ref: str, targets: str,
     test), and with --fail-on-conflict on any conflict.
     """
     wanted = list(comma_list(targets))
-    options = BuildOptions(toolchain, int(cuda_major) if cuda_major else None,
-                           parse_platform(platform_name))
+    options = BuildOptions(toolchain, cuda_major, platform)
     if do_compile is None:
         do_compile = compile_available(wanted, toolchain)
     if do_compile:

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from mlx_builder.source.series import BUILD_TARGETS
-from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES
+from mlx_builder.wheelbuild.buildenv import TOOLCHAIN_MODES, Platform, parse_platform
 
 MLX_REF_HELP = "MLX version (0.32.1), main, a tag or a commit."
 SERIES_HELP = "Force a patch series."
@@ -63,12 +63,22 @@ def toolchain_option(help: str) -> Callable:
                         show_default=True, help=help)
 
 
+def _int_or_none(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def _platform(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Platform | None:
+    return parse_platform(value)
+
+
 def cuda_option(help: str) -> Callable:
-    """``--cuda 12|13``: the registry toolchain's CUDA major (``cuda_major``)."""
+    """``--cuda 12|13``: the registry toolchain's CUDA major, an int or None
+    (``cuda_major``)."""
     return click.option("--cuda", "cuda_major", type=click.Choice(["12", "13"]), default=None,
-                        help=help)
+                        callback=_int_or_none, help=help)
 
 
 def platform_option(help: str) -> Callable:
-    """``--platform linux-x86_64|linux-aarch64`` into ``platform_name``, default none."""
-    return click.option("--platform", "platform_name", default=None, help=help)
+    """``--platform linux-x86_64|linux-aarch64`` as a Platform, None for the
+    host's (``platform``); an unknown name is a ToolchainError."""
+    return click.option("--platform", "platform", default=None, callback=_platform, help=help)
