@@ -9,12 +9,16 @@ from click.testing import CliRunner
 
 from mlx_builder.commands.options import (
     MLX_REF_HELP,
+    cuda_option,
     json_flag,
     mlx_ref_option,
     patch_target_option,
+    platform_option,
     python_option,
     series_option,
 )
+from mlx_builder.errors import ToolchainError
+from mlx_builder.wheelbuild.buildenv import PLATFORMS
 
 
 def test_mlx_ref_option_fills_mlx_ref():
@@ -73,3 +77,22 @@ def test_no_command_declares_a_shared_option_itself():
             assert f'click.option("{name}"' not in text, (path.name, name)
         if path.name != "routes.py":
             assert 'click.option("--json"' not in text, path.name
+
+
+def test_cuda_and_platform_arrive_converted():
+    seen = {}
+
+    @click.command()
+    @cuda_option(help="cuda")
+    @platform_option(help="platform")
+    def cmd(cuda_major, platform):
+        seen.update(cuda=cuda_major, platform=platform)
+
+    runner = CliRunner()
+    assert runner.invoke(cmd, ["--cuda", "13", "--platform", "arm64"]).exit_code == 0
+    assert seen == {"cuda": 13, "platform": PLATFORMS["linux-aarch64"]}
+    assert runner.invoke(cmd, []).exit_code == 0
+    assert seen == {"cuda": None, "platform": None}
+    bad = runner.invoke(cmd, ["--platform", "sparc"])
+    assert isinstance(bad.exception, ToolchainError) and "sparc" in bad.exception.what
+    assert runner.invoke(cmd, ["--cuda", "11"]).exit_code == 2  # click's Choice
