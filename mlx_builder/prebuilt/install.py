@@ -157,59 +157,54 @@ class Host:
                 f"best wheel tag {self.tags[0] if self.tags else '?'}{fake}")
 
 
-def _nvidia_smi_gpus(path: str | None) -> tuple[Gpu, ...]:
+def _nvidia_smi(path: str | None) -> tuple[tuple[Gpu, ...], str | None]:
+    """GPUs (name, compute capability) and the driver version from one
+    nvidia-smi query; ((), None) without nvidia-smi or when it fails."""
     if not path:
-        return ()
-    out = process.run([path, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                      timeout=30, check=False)
+        return (), None
+    out = process.run([path, "--query-gpu=name,compute_cap,driver_version",
+                       "--format=csv,noheader"], timeout=30, check=False)
     if not out.ok:
-        return ()
-    gpus = []
+        return (), None
+    gpus, drivers = [], []
     for line in out.stdout.splitlines():
-        if "," not in line:
+        fields = line.rsplit(",", 2)
+        if len(fields) != 3:
             continue
-        name, cap = line.rsplit(",", 1)
+        name, cap, driver = (f.strip() for f in fields)
         try:
-            gpus.append(Gpu(name.strip(), parse_cc(cap)))
+            gpus.append(Gpu(name, parse_cc(cap)))
         except ValueError:
             continue
-    return tuple(gpus)
+        if parse_driver(driver):
+            drivers.append(driver)
+    return tuple(gpus), (drivers[0] if drivers else None)
 
 
-def _nvidia_smi_driver(path: str | None) -> str | None:
-    if not path:
-        return None
-    out = process.run([path, "--query-gpu=driver_version", "--format=csv,noheader"],
-                      timeout=30, check=False)
-    versions = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.ok else []
-    return versions[0] if versions and parse_driver(versions[0]) else None
+def _libcuda(library: str | None) -> ctypes.CDLL | None:
+    """The CUDA driver library (``library``, else the system's), or None."""
+    names = [library] if library else (
+        ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"])
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
 
 
 def cuda_driver_version(library: str | None = None) -> str | None:
     """The CUDA version the driver supports (``13.0``) through libcuda, or None."""
-    names = [library] if library else ["libcuda.so.1", "libcuda.so"]
-    for name in names:
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        value = ctypes.c_int()
-        if lib.cuDriverGetVersion(ctypes.byref(value)) == 0 and value.value > 0:
-            return f"{value.value // 1000}.{value.value % 1000 // 10}"
+    lib = _libcuda(library)
+    value = ctypes.c_int()
+    if lib is not None and lib.cuDriverGetVersion(ctypes.byref(value)) == 0 and value.value > 0:
+        return f"{value.value // 1000}.{value.value % 1000 // 10}"
     return None
 
 
 def cuda_driver_gpus(library: str | None = None) -> tuple[Gpu, ...]:
     """GPUs through the CUDA driver API (libcuda), or () when unavailable."""
-    names = [library] if library else (
-        ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"])
-    lib = None
-    for name in names:
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
+    lib = _libcuda(library)
     if lib is None or lib.cuInit(0) != 0:
         return ()
     count = ctypes.c_int()
@@ -304,12 +299,12 @@ def detect_host(env: Mapping[str, str] | None = None,
         backend = "metal" if machine in ("arm64", "aarch64") else "cpu"
         return Host(system, machine, backend, (), tags, "platform", faked)
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
-    gpus = _nvidia_smi_gpus(smi)
+    gpus, smi_driver = _nvidia_smi(smi)
     source = "nvidia-smi"
     if not gpus:
         gpus, source = cuda_driver_gpus(), "CUDA driver"
     if gpus:
-        driver = fake_driver or _nvidia_smi_driver(smi) or _cuda_driver_as_version()
+        driver = fake_driver or smi_driver or _cuda_driver_as_version()
         return Host(system, machine, "cuda", gpus, tags, source, faked, driver)
     return Host(system, machine, "cpu", (), tags,
                 "nvidia-smi and CUDA driver (none found)", faked)

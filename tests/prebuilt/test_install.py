@@ -207,8 +207,9 @@ def test_pip_command_offline_uses_wheel_dir():
 @pytest.mark.skipif(platform.system() != "Linux", reason="nvidia-smi path is Linux")
 def test_detect_with_nvidia_smi(tmp_path):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\ncase \"$1\" in *driver*) echo '580.95.05';; "
-                   "*) echo 'NVIDIA GB10, 12.1';; esac\n")
+    # one query: name, compute capability and driver version
+    smi.write_text("#!/bin/sh\ncase \"$1\" in *name,compute_cap,driver_version*) "
+                   "echo 'NVIDIA GB10, 12.1, 580.95.05';; *) exit 9;; esac\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     host = detect_host(env={"PATH": str(tmp_path)})
     assert host.backend == "cuda" and host.source == "nvidia-smi"
