@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlx_builder import outputs
 from mlx_builder.errors import ConfigError
 from mlx_builder.verify.benchdata import (
     column,
@@ -215,13 +216,17 @@ def bench_command(data: Mapping[str, Any]) -> str:
     return shlex.join([*args, "--publish", "docs/"])
 
 
-def render_region(docs: Path) -> str:
-    """Every GPU's section, from the data files under ``docs``/perf."""
+def render_region(docs: Path,
+                  new: Mapping[Path, tuple[Mapping[str, Any], bool]] | None = None) -> str:
+    """Every GPU's section, from the data files under ``docs``/perf; ``new``
+    maps a data file's path to the data and figure (present or not) that are
+    about to replace what is on disk."""
+    new = new or {}
     sections = []
-    for path in sorted((docs / DATA_DIR).glob("*.json")):
-        data = load_data(path)
+    for path in sorted(set((docs / DATA_DIR).glob("*.json")) | set(new)):
         png = path.with_suffix(".png")
-        plot = f"{DATA_DIR}/{png.name}" if png.exists() else None
+        data, drawn = new[path] if path in new else (load_data(path), png.exists())
+        plot = f"{DATA_DIR}/{png.name}" if drawn else None
         sections.append(render_section(data, plot))
     body = "\n".join(sections) if sections else "No GPU measured yet.\n"
     return f"{BEGIN}\n\n{body}\n{END}"
@@ -248,31 +253,52 @@ def load_data(path: Path) -> dict[str, Any]:
     return data
 
 
+def page_text(docs: Path,
+              new: Mapping[Path, tuple[Mapping[str, Any], bool]] | None = None) -> str:
+    """``docs``/performance.md with its generated part rendered (render_region)."""
+    page = docs / PAGE
+    text = page.read_text(encoding="utf-8") if page.exists() else _NEW_PAGE
+    return update_page(text, render_region(docs, new))
+
+
 def render_page(docs: Path) -> Path:
     """Rewrite the generated part of ``docs``/performance.md."""
     page = docs / PAGE
-    text = page.read_text(encoding="utf-8") if page.exists() else _NEW_PAGE
-    page.write_text(update_page(text, render_region(docs)), encoding="utf-8")
+    text = page_text(docs)
+    with outputs.staging(f"cannot write {page}") as staged:
+        staged.append((outputs.stage_bytes(page, text.encode()), page))
+        outputs.commit(staged)
     return page
 
 
 def publish(result: Mapping[str, Any], docs: Path) -> Published:
-    """Replace this GPU's data file and figure under ``docs``, then the page."""
+    """Replace this GPU's data file and figure under ``docs`` and the page
+    that shows them, all or nothing: the three are written beside their
+    destinations first and renamed over them only once all are written, so
+    a failure (a broken data file of another GPU, a full disk) leaves the
+    page, the data and the figure as they were."""
     from mlx_builder.verify.plots import PlotsUnavailable, prefill_figure
     data = data_of(result)
     folder = docs / DATA_DIR
     folder.mkdir(parents=True, exist_ok=True)
     slug = gpu_slug(data["device"])
     path = folder / f"{slug}.json"
-    path.write_text(dumps(data), encoding="utf-8")
     png = folder / f"{slug}.png"
-    plot: Path | None = png
+    page = docs / PAGE
     skipped = ""
-    try:
-        if not prefill_figure(data, png):
-            plot = None
-    except PlotsUnavailable as exc:
-        plot, skipped = None, str(exc)
-    if plot is None:
-        png.unlink(missing_ok=True)  # an old figure would show other figures
-    return Published(path, plot, render_page(docs), skipped)
+    with outputs.staging(f"cannot publish into {docs}") as staged:
+        staged.append((outputs.stage_bytes(path, dumps(data).encode()), path))
+        drawn = outputs.stage_path(png)
+        staged.append((drawn, png))
+        try:
+            plotted = prefill_figure(data, drawn)
+        except PlotsUnavailable as exc:
+            plotted, skipped = False, str(exc)
+        if not plotted:
+            staged.pop()
+            drawn.unlink(missing_ok=True)
+        text = page_text(docs, {path: (data, plotted)})
+        staged.append((outputs.stage_bytes(page, text.encode()), page))
+        # an old figure would show other figures: it goes with the rest
+        outputs.commit(staged, remove_first=() if plotted else (png,))
+    return Published(path, png if plotted else None, page, skipped)

@@ -80,16 +80,17 @@ def make_plots(result: Mapping[str, Any], out_dir: Path) -> list[Path]:
 
 def prefill_figure(result: Mapping[str, Any], path: Path) -> bool:
     """The prefill TFLOP/s figure alone, small (the performance page's
-    picture of a GPU). False when the result has no prefill figures."""
+    picture of a GPU), as PNG whatever ``path`` is named (publish writes it
+    under a staging name). False when the result has no prefill figures."""
     plt = _matplotlib()
     return _panels_figure(plt, result, "prefill", "tflops", "TFLOP/s (causal)", False,
-                          path, panel_size=(3.6, 3.0), dpi=64, brief=True)
+                          path, panel_size=(3.6, 3.0), dpi=64, brief=True, fmt="png")
 
 
 def _panels_figure(plt: Any, result: Mapping[str, Any], mode: str, metric: str,
                    ylabel: str, logy: bool, path: Path, *,
                    panel_size: tuple[float, float] = (5.2, 4.6), dpi: int = 110,
-                   brief: bool = False) -> bool:
+                   brief: bool = False, fmt: str | None = None) -> bool:
     """One panel per head dim with data, one line per implementation;
     ``brief``: without the versions and the list of missing points (the
     page around the figure gives them)."""
@@ -130,7 +131,7 @@ def _panels_figure(plt: Any, result: Mapping[str, Any], mode: str, metric: str,
     title = f"{mode} SDPA on {device} — {cfg['dtype']}, {cfg['heads']}/{cfg['kv_heads']} heads"
     fig.suptitle(title if brief else f"{title}\n{versions}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", format=fmt)
     plt.close(fig)
     return True
 

@@ -204,3 +204,15 @@ def test_bench_publish_from_a_bench_json(tmp_path, docs, capsys):
     data = json.loads((docs / "perf" / "h100-80gb-hbm3.json").read_text())
     assert data["device"] == "NVIDIA H100 80GB HBM3" and len(data["records"]) == 5
     assert "550 TFLOP/s" in (docs / "performance.md").read_text()
+
+
+def test_a_failed_publish_changes_nothing(docs):
+    perfpage.publish(result(), docs)
+    before = {p.name: p.read_bytes() for p in (docs / "perf").iterdir()}
+    page = (docs / "performance.md").read_bytes()
+    (docs / "perf" / "broken.json").write_text('{"device": "x"}')
+    with pytest.raises(ConfigError, match=r"broken\.json"):
+        perfpage.publish(result(patched_ms=1.0), docs)
+    after = {p.name: p.read_bytes() for p in (docs / "perf").iterdir()}
+    assert after == {**before, "broken.json": b'{"device": "x"}'}  # no staged leftovers
+    assert (docs / "performance.md").read_bytes() == page
