@@ -12,6 +12,7 @@ of the terminal that is not there.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 import time
@@ -35,6 +36,12 @@ def print_table(table: Table, out: Console | None = None) -> None:
     if out.is_terminal:
         out.print(table)
         return
+    # rich wraps the title at the table's width: a title wider than the
+    # columns (a wheel's file name) widens the table instead.
+    title = len(str(table.title)) if table.title else 0
+    if title > (table.min_width or 0):
+        table = copy.copy(table)
+        table.min_width = title
     width = max(Console(width=100_000).measure(table).maximum, 20)
     wide = Console(file=out.file, width=width, highlight=False, soft_wrap=False,
                    color_system=None, force_terminal=False)

@@ -42,3 +42,12 @@ def test_a_piped_table_keeps_its_natural_width():
     text = out.getvalue()
     assert long in text and detail.strip() in text
     assert max(len(line) for line in text.splitlines()) > 200
+
+
+def test_a_piped_table_title_wider_than_its_columns_stays_on_one_line():
+    title = "mlx-builder test mlx-0.32.2+mlxb.846d176227a0.1f3a9c0e.cu13.121a-cp312-cp312-linux_aarch64.whl"
+    table = Table("part", "result", title=title)
+    table.add_row("sdpa", "passed")
+    out = io.StringIO()
+    con.print_table(table, Console(file=out, width=80, force_terminal=False))
+    assert title in out.getvalue().splitlines()[0]

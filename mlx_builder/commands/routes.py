@@ -11,7 +11,7 @@ import click
 
 from mlx_builder.commands.options import python_option
 from mlx_builder.commands.test import parse_env
-from mlx_builder.console import console, progress
+from mlx_builder.console import console, print_table, progress
 from mlx_builder.lists import comma_ints, comma_list
 from mlx_builder.process import StepRunner
 from mlx_builder.settings import Settings
@@ -68,7 +68,7 @@ def command(settings: Settings, python: str | None, env_pairs: tuple[str, ...],
                 prog.update(task, advance=1, description=line[len(CASE_TAG):].strip())
         report = run_probe(runner, python or sys.executable, grid, parse_env(env_pairs),
                            on_line=seen)
-    console.print(render_table(report))
+    print_table(render_table(report))
     for failure in report.output.errors:
         console.print(f"probe error: {failure.case}: {failure.error}", markup=False)
     console.print(f"{len(report.routes)} distinct routes from {len(report.output.routes)} "

@@ -31,7 +31,7 @@ from typing import Any
 
 from rich.table import Table
 
-from mlx_builder.console import console, progress
+from mlx_builder.console import console, print_table, progress
 from mlx_builder.errors import FetchError, TestFailureError, WheelError
 from mlx_builder.process import StepRunner
 from mlx_builder.verify.junit import JUnitReport, parse_junit
@@ -558,10 +558,10 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
     results = run_parts(runner, vpy, selected, suites=suites, upstream_test=upstream_test,
                         junit_dir=out_dir / "junit", env=env, skip=skip,
                         pytest_args=opts.pytest_args, not_run=not_run)
-    console.print(summary_table(results, f"mlx-builder test {wheel.name}"))
+    print_table(summary_table(results, f"mlx-builder test {wheel.name}"))
     extra = measurements_table(results)
     if extra is not None:
-        console.print(extra)
+        print_table(extra)
     (out_dir / "summary.json").write_text(json.dumps(summary_json(results, info), indent=2))
     console.print(f"JUnit XML: {out_dir / 'junit'}   logs: {out_dir / 'logs'}")
     raise_on_failure(results, out_dir)
