@@ -441,12 +441,16 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
     """Check, unpack and verify once per bundle hash; returns (top directory,
     bundle sha256). Only a verified bundle ever reaches its final folder."""
     sha = check_archive(path, expect_sha256)
+    pinned = bool(expect_sha256) or path.with_name(path.name + SHA_SUFFIX).is_file()
     dest = settings.worktrees_dir / "bundles" / sha[:16]
     with locks.bundle_lock(settings, dest):
         if not (dest / _DONE).is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
             _remove_killed_unpacks(dest.parent)
-            _read_whole_gzip(path)
+            if not pinned:
+                # A matching pinned sha256 covers every byte already; only an
+                # unpinned bundle needs the gzip trailer's CRC read.
+                _read_whole_gzip(path)
             data = read_bundle_json(path)
             tmp = Path(tempfile.mkdtemp(prefix=f".unpack-{sha[:16]}-", dir=dest.parent))
             try:
@@ -464,8 +468,7 @@ def unpack(settings: Settings, path: Path, expect_sha256: str | None = None) -> 
                     raise BundleError(f"cannot unpack bundle {path.name}", str(exc),
                                       "copy it again, or remake it") from None
                 faults.point("bundle-unpacked")
-                _verify(_top(tmp, path), pinned=bool(expect_sha256) or
-                        path.with_name(path.name + SHA_SUFFIX).is_file())
+                _verify(_top(tmp, path), pinned=pinned)
                 (tmp / _DONE).write_text(sha + "\n")
                 if dest.exists():
                     shutil.rmtree(dest)

@@ -539,3 +539,18 @@ def test_a_cache_entry_changed_after_planning_is_not_packed(world):
     with pytest.raises(DepsError, match="changed after it was checked"):
         write_bundle(s, world.mlx, parse_targets("cpu"), out, plan=plan)
     assert not out.exists()
+
+
+def test_only_an_unpinned_bundle_has_its_gzip_stream_read_twice(made, monkeypatch):
+    from mlx_builder.wheelbuild import bundle as bundle_mod
+    reads = []
+    real = bundle_mod._read_whole_gzip
+    monkeypatch.setattr(bundle_mod, "_read_whole_gzip", lambda p: reads.append(p) or real(p))
+    open_bundle(made.node, made.path)                  # the .sha256 beside it pins it
+    assert reads == []
+    shutil.rmtree(made.node.worktrees_dir / "bundles")
+    loose = made.tmp / "elsewhere" / made.path.name
+    loose.parent.mkdir()
+    shutil.copyfile(made.path, loose)                  # no .sha256 beside this copy
+    open_bundle(made.node, loose)
+    assert reads == [loose]
