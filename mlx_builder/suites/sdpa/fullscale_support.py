@@ -198,16 +198,24 @@ def _oom(mx: Any, exc: BaseException, base: int, **fields: Any) -> dict:
             "base": base, "error": str(exc)[:300]}
 
 
+def _measured_start(mx: Any, mods: dict, model: Any, L: int, *, vocab: int,
+                    seed: int) -> tuple[Any, list, int]:
+    """The prompt, an empty cache and the memory allocated before a measured
+    run (weights, tokens), with MLX's peak reset to it."""
+    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
+    cache = fresh_cache(mx, mods, model)
+    base = mx.get_active_memory()
+    mx.reset_peak_memory()
+    return tokens, cache, base
+
+
 def prefill(mx: Any, mods: dict, model: Any, L: int, step: int, *, vocab: int,
             seed: int = 0) -> dict:
     """An L-token prefill as mlx-lm's generate_step runs it (prefill_logits),
     then the last token's logits evaluated. Peak memory:
     mx.get_peak_memory() during it, total and above what was allocated
     before (weights, tokens)."""
-    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
-    cache = fresh_cache(mx, mods, model)
-    base = mx.get_active_memory()
-    mx.reset_peak_memory()
+    tokens, cache, base = _measured_start(mx, mods, model, L, vocab=vocab, seed=seed)
     start = time.perf_counter()
     try:
         logits = prefill_logits(mx, model, tokens, cache, step)
@@ -246,10 +254,7 @@ def prefill_then_decode(mx: Any, mods: dict, model: Any, L: int, step: int, *,
     over the time after them.
     Peak memory covers both; ``finite`` holds for every step's logits;
     ``tokens`` are the timed steps' tokens and the one after them."""
-    tokens = prompt_tokens(mx, L, vocab=vocab, seed=seed)
-    cache = fresh_cache(mx, mods, model)
-    base = mx.get_active_memory()
-    mx.reset_peak_memory()
+    tokens, cache, base = _measured_start(mx, mods, model, L, vocab=vocab, seed=seed)
 
     start = time.perf_counter()
     try:
