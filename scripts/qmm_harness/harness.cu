@@ -7,50 +7,71 @@ using namespace mlx::core::cu::qmm_affine;
 
 namespace {
 
+// One GEMV call: B products of M rows each; lhs/rhs null for a dense call
+// (B = 1), as MLX's launcher does.
+struct Gemv {
+  const void* x;
+  const void* w;
+  const void* s;
+  const void* b;
+  void* out;
+  const uint32_t* lhs;
+  const uint32_t* rhs;
+  int M, N, K, B;
+  cudaStream_t st;
+};
+
 template <typename T, int BITS, int GROUP, int WARPS, int U>
-int launch_gemv(const void* x, const void* w, const void* s, const void* b,
-                void* out, int M, int N, int K, cudaStream_t st) {
-  dim3 grid((N + 15) / 16, (M + 7) / 8);
-  qgemv_kernel<T, BITS, GROUP, WARPS, U><<<grid, WARPS * 32, 0, st>>>(
-      (const T*)x, (const uint32_t*)w, (const T*)s, (const T*)b, (T*)out, M,
-      N, K);
+int launch_gemv(const Gemv& a) {
+  if ((a.M + 7) / 8 > 65535 || a.B > 65535 || a.B < 1) return -2;
+  dim3 grid((a.N + 15) / 16, (a.M + 7) / 8, a.B);
+  qgemv_kernel<T, BITS, GROUP, WARPS, U><<<grid, WARPS * 32, 0, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K);
   return int(cudaGetLastError());
 }
 
 template <typename T, int BITS, int GROUP>
-int gemv_variant(int variant, const void* x, const void* w, const void* s,
-                 const void* b, void* out, int M, int N, int K,
-                 cudaStream_t st) {
+int gemv_variant(int variant, const Gemv& a) {
   switch (variant) {
     case 0:
-      return launch_gemv<T, BITS, GROUP, 4, 2>(x, w, s, b, out, M, N, K, st);
+      return launch_gemv<T, BITS, GROUP, 4, 2>(a);
     case 1:
-      return launch_gemv<T, BITS, GROUP, 4, 4>(x, w, s, b, out, M, N, K, st);
+      return launch_gemv<T, BITS, GROUP, 4, 4>(a);
     case 2:
-      return launch_gemv<T, BITS, GROUP, 8, 2>(x, w, s, b, out, M, N, K, st);
+      return launch_gemv<T, BITS, GROUP, 8, 2>(a);
     case 3:
-      return launch_gemv<T, BITS, GROUP, 2, 4>(x, w, s, b, out, M, N, K, st);
+      return launch_gemv<T, BITS, GROUP, 2, 4>(a);
     case 4:
-      return launch_gemv<T, BITS, GROUP, 8, 1>(x, w, s, b, out, M, N, K, st);
+      return launch_gemv<T, BITS, GROUP, 8, 1>(a);
     default:
       return -1;
   }
 }
 
 template <typename T, int BITS>
-int gemv_group(int group, int variant, const void* x, const void* w,
-               const void* s, const void* b, void* out, int M, int N, int K,
-               cudaStream_t st) {
+int gemv_group(int group, int variant, const Gemv& a) {
   switch (group) {
     case 32:
-      return gemv_variant<T, BITS, 32>(variant, x, w, s, b, out, M, N, K, st);
+      return gemv_variant<T, BITS, 32>(variant, a);
     case 64:
-      return gemv_variant<T, BITS, 64>(variant, x, w, s, b, out, M, N, K, st);
+      return gemv_variant<T, BITS, 64>(variant, a);
     case 128:
-      return gemv_variant<T, BITS, 128>(variant, x, w, s, b, out, M, N, K, st);
+      return gemv_variant<T, BITS, 128>(variant, a);
     default:
       return -1;
   }
+}
+
+int gemv_dispatch(int dtype, int bits, int group, int variant, const Gemv& a) {
+  if (dtype == 0) {
+    if (bits == 4) return gemv_group<__nv_bfloat16, 4>(group, variant, a);
+    if (bits == 8) return gemv_group<__nv_bfloat16, 8>(group, variant, a);
+  } else {
+    if (bits == 4) return gemv_group<__half, 4>(group, variant, a);
+    if (bits == 8) return gemv_group<__half, 8>(group, variant, a);
+  }
+  return -1;
 }
 
 template <typename T, int BITS, int GROUP>
@@ -87,23 +108,20 @@ extern "C" int qmm_gemv(int dtype, int bits, int group, int variant,
                         const void* x, const void* w, const void* s,
                         const void* b, void* out, int M, int N, int K,
                         void* stream) {
-  auto st = (cudaStream_t)stream;
-  if (dtype == 0) {
-    if (bits == 4)
-      return gemv_group<__nv_bfloat16, 4>(group, variant, x, w, s, b, out, M,
-                                          N, K, st);
-    if (bits == 8)
-      return gemv_group<__nv_bfloat16, 8>(group, variant, x, w, s, b, out, M,
-                                          N, K, st);
-  } else {
-    if (bits == 4)
-      return gemv_group<__half, 4>(group, variant, x, w, s, b, out, M, N, K,
-                                   st);
-    if (bits == 8)
-      return gemv_group<__half, 8>(group, variant, x, w, s, b, out, M, N, K,
-                                   st);
-  }
-  return -1;
+  Gemv a{x, w, s, b, out, nullptr, nullptr, M, N, K, 1, (cudaStream_t)stream};
+  return gemv_dispatch(dtype, bits, group, variant, a);
+}
+
+// gather_qmm: product i multiplies x[lhs[i]] ([M, K]) by expert rhs[i] of
+// w [E, N, K * bits / 32] (scales, biases [E, N, K / group]) into out[i].
+extern "C" int qmm_gather_gemv(int dtype, int bits, int group, int variant,
+                               const void* x, const void* w, const void* s,
+                               const void* b, const void* lhs,
+                               const void* rhs, void* out, int M, int N,
+                               int K, int B, void* stream) {
+  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
+         M, N, K, B, (cudaStream_t)stream};
+  return gemv_dispatch(dtype, bits, group, variant, a);
 }
 
 extern "C" int qmm_dequant(int dtype, int bits, int group, const void* w,

@@ -1,10 +1,13 @@
-"""Check and time mx.quantized_matmul (transpose=True, affine) in one MLX build.
+"""Check and time mx.quantized_matmul and mx.gather_qmm (transpose=True,
+affine) in one MLX build.
 
 The path comes from MLX_CUDA_QMM_PATH, which MLX reads once per process, so
 run one process per path:
 
     MLX_CUDA_QMM_PATH=gemv python mlx_qmm.py check --json gemv-check.json
     MLX_CUDA_QMM_PATH=upstream python mlx_qmm.py bench --ms 1 8 2048 --json up.json
+    MLX_CUDA_QMM_PATH=gemv python mlx_qmm.py check-gather --json gemv-gcheck.json
+    MLX_CUDA_QMM_PATH=upstream python mlx_qmm.py bench-gather --json up-g.json
     python mlx_qmm.py summary *.json
 
 check compares against a float64 reference (the packed weights unpacked on
@@ -13,6 +16,14 @@ every bits/group/dtype combination and odd or batched shapes. bench times
 queued calls (mean per call after a warm-up), rotating weight sets so that
 the weights come from memory, at gemma-4 31B's linear shapes; with --bf16 it
 also times MLX's bf16 `x @ w.T` at the same shapes.
+
+check-gather does the same for gather_qmm (experts' weights [E, N, K],
+repeated and out-of-order indices, mlx-lm's decode and sorted layouts, M up
+to 13 and B up to 96). bench-gather times gather_qmm at a Qwen3-30B-A3B-like
+mixture-of-experts layer (shapes.MOE_SHAPES) the way mlx-lm's SwitchGLU
+calls it for --tokens tokens of decode (top-8 experts each; sorted by
+expert once B reaches 64, as mlx-lm does), in GB/s of the distinct experts'
+weight bytes.
 """
 
 import argparse
@@ -22,7 +33,7 @@ import sys
 import time
 
 import numpy as np
-from shapes import SHAPES
+from shapes import MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
 
 
 def unpack(wq, bits):
@@ -75,6 +86,96 @@ def check(args):
         print("  FAIL", f)
     return {"check": {"path": path, "cases": n, "worst": worst,
                       "failures": fails}}, not fails
+
+
+# (experts E, x shape [..., M, K], N, lhs_indices or None (x's batches in
+# order), rhs_indices, sorted_indices): odd N; mlx-lm's decode layouts (x
+# [T, 1, 1, K] or [T, k, 1, K] with indices [T, k]) and its sorted one;
+# repeated and out-of-order indices; M from 1 to 8 (the GEMV) and 13, B up
+# to 96 (upstream's kernels under the default routing).
+GATHER_CASES = [
+    (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
+    (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
+    (4, (3, 5, 640), 257, [2, 0, 2, 1, 0, 1, 2], [3, 3, 0, 1, 3, 2, 0], False),
+    (3, (9, 8, 256), 33, list(range(8, -1, -1)), [2, 2, 1, 0, 0, 1, 2, 1, 0],
+     False),
+    (2, (1, 3, 2048), 130, [0], [1], False),
+    (5, (2, 13, 1024), 257, [1, 0, 1], [4, 0, 4], False),
+    (32, (12, 1, 1, 768), 130, None, "topk", False),
+    (16, (64, 1, 512), 96, None, "sorted", True),
+]
+
+
+def gather_inputs(case, rng):
+    """(E, x shape, N, lhs or None, rhs as nested lists, sorted): the index
+    arrays for the case ('topk': 8 distinct experts per token, 'sorted': one
+    expert per row of x, ascending)."""
+    E, xshape, N, lhs, rhs, sorted_ = case
+    if rhs == "topk":
+        rhs = [list(rng.permutation(E)[:8]) for _ in range(xshape[0])]
+    elif rhs == "sorted":
+        rhs = sorted(rng.integers(0, E, xshape[0]).tolist())
+    lhs = None if lhs is None else np.array(lhs, dtype=np.uint32)
+    return E, xshape, N, lhs, np.array(rhs, dtype=np.uint32), sorted_
+
+
+def gather_reference(x64, deq, lhs, rhs):
+    """out[i] = x[lhs[i]] @ deq[rhs[i]].T over the broadcast indices, lhs
+    defaulting to x's batches in order (gather_qmm's rule)."""
+    batch = x64.shape[:-2]
+    if lhs is None:
+        lhs = np.arange(int(np.prod(batch)), dtype=np.int64).reshape(batch)
+    lhs, rhs = np.broadcast_arrays(lhs, rhs)
+    xf = x64.reshape(-1, *x64.shape[-2:])
+    out = np.einsum("bmk,bnk->bmn", xf[lhs.reshape(-1).astype(np.int64)],
+                    deq[rhs.reshape(-1).astype(np.int64)])
+    return out.reshape(*lhs.shape, *out.shape[-2:])
+
+
+def check_gather(args):
+    import mlx.core as mx
+
+    rng = np.random.default_rng(int(time.time()))
+    fails, worst, n = [], 0.0, 0
+    for dt in (mx.bfloat16, mx.float16):
+        for bits in (4, 8):
+            for group in (32, 64, 128):
+                for case in GATHER_CASES:
+                    E, xshape, N, lhs, rhs, sorted_ = gather_inputs(case, rng)
+                    K = xshape[-1]
+                    w = mx.array(rng.standard_normal((E, N, K)).astype(
+                        np.float32) * 0.05).astype(dt)
+                    wq, s, b = mx.quantize(w, group_size=group, bits=bits)
+                    x = mx.array(rng.standard_normal(xshape).astype(np.float32)
+                                 ).astype(dt)
+                    y = mx.gather_qmm(
+                        x, wq, s, b,
+                        lhs_indices=None if lhs is None else mx.array(lhs),
+                        rhs_indices=mx.array(rhs), transpose=True,
+                        group_size=group, bits=bits, sorted_indices=sorted_)
+                    mx.eval(y)
+                    q = unpack(wq, bits).reshape(E, N, K // group, group)
+                    s64 = np.asarray(s.astype(mx.float32)).astype(np.float64)
+                    b64 = np.asarray(b.astype(mx.float32)).astype(np.float64)
+                    deq = (q * s64[..., None] + b64[..., None]).reshape(E, N, K)
+                    x64 = np.asarray(x.astype(mx.float32)).astype(np.float64)
+                    ref = gather_reference(x64, deq, lhs, rhs)
+                    got = np.asarray(y.astype(mx.float32)).astype(np.float64)
+                    e = (np.linalg.norm(got - ref) / np.linalg.norm(ref)
+                         if np.isfinite(got).all() and got.shape == ref.shape
+                         else float("inf"))
+                    n += 1
+                    worst = max(worst, e)
+                    if not e < 1e-2:
+                        fails.append([str(dt), bits, group, E, list(xshape), N,
+                                      rhs.size, e])
+    path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
+    print(f"check-gather path={path}: {n} cases, worst relative error "
+          f"{worst:.2e}, {len(fails)} failures")
+    for f in fails[:10]:
+        print("  FAIL", f)
+    return {"check_gather": {"path": path, "cases": n, "worst": worst,
+                             "failures": fails}}, not fails
 
 
 def timed(fn, sets, reps):
@@ -134,8 +235,68 @@ def bench(args):
     return {"bench": rows}, True
 
 
+def bench_gather(args):
+    """gather_qmm as mlx-lm's SwitchGLU calls it in decode: x [T, 1, 1, K]
+    (gate, up) or [T, k, 1, K] (down) with indices [T, k]; from T * k = 64
+    on, x and the indices sorted by expert ([T * k, 1, K], sorted_indices).
+    The sort itself is not timed."""
+    import mlx.core as mx
+
+    path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
+    rows = []
+    bits, group, E, k = args.bits, 64, MOE_EXPERTS, MOE_TOP_K
+    rng = np.random.default_rng(5)
+    for name, K, N in MOE_SHAPES:
+        if args.shapes and name not in args.shapes:
+            continue
+        ebytes = N * K * bits // 8 + 2 * N * (K // group) * 2
+        nsets = max(2, min(8, int(1.6e9 // (ebytes * E))))
+        wsets = []
+        for _ in range(nsets):
+            w = (mx.random.normal((E, N, K)) * 0.05).astype(mx.bfloat16)
+            wsets.append(mx.quantize(w, group_size=group, bits=bits))
+            mx.eval(wsets[-1])
+            del w
+        for T in args.tokens:
+            B = T * k
+            sets, distinct = [], []
+            for i in range(max(16, nsets)):
+                idx = np.stack([rng.permutation(E)[:k] for _ in range(T)])
+                distinct.append(len(np.unique(idx)))
+                shape = (T, 1, 1, K) if name != "moe_down" else (T, k, 1, K)
+                x = mx.random.normal(shape).astype(mx.bfloat16)
+                flat = idx.reshape(-1)
+                if B >= 64:
+                    order = np.argsort(flat, kind="stable")
+                    xf = x.reshape(-1, 1, K)
+                    if name != "moe_down":
+                        xf = xf[mx.array(order // k)]
+                    else:
+                        xf = xf[mx.array(order)]
+                    sets.append((wsets[i % nsets], xf,
+                                 mx.array(flat[order].astype(np.uint32)), True))
+                else:
+                    sets.append((wsets[i % nsets], x,
+                                 mx.array(idx.astype(np.uint32)), False))
+            mx.eval([s[1:3] for s in sets])
+            ms = timed(lambda st: mx.gather_qmm(
+                st[1], *st[0], rhs_indices=st[2], transpose=True,
+                group_size=group, bits=bits, sorted_indices=st[3]), sets,
+                50 if B <= 64 else 20)
+            d = float(np.mean(distinct))
+            row = {"op": "gather_qmm", "shape": name, "K": K, "N": N,
+                   "tokens": T, "B": B, "distinct": d, "bits": bits,
+                   "path": path, "ms": ms, "gbs": d * ebytes / ms / 1e6}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del sets
+        del wsets
+        mx.clear_cache()
+    return {"bench_gather": rows}, True
+
+
 def summary(files):
-    table = {}
+    table, gather = {}, {}
     for f in files:
         try:
             data = json.load(open(f))
@@ -144,6 +305,9 @@ def summary(files):
         for r in data.get("bench", []):
             key = (r["shape"], r["M"], r["bits"])
             d = table.setdefault(key, {})
+            d[r["path"]] = r
+        for r in data.get("bench_gather", []):
+            d = gather.setdefault((r["shape"], r["tokens"], r["bits"]), {})
             d[r["path"]] = r
     print(f"{'shape':12s} {'bits':>4s} {'M':>6s} | upstream   sm80   auto   gemv "
           "dequant  bf16 | unit")
@@ -159,23 +323,39 @@ def summary(files):
         print(f"{shape:12s} {bits:4d} {M:6d} | {v('upstream')} {v('sm80')} "
               f"{v('auto')} {v('gemv')} {v('dequant')} {bfv} | "
               f"{'GB/s' if unit == 'gbs' else 'TFLOP/s'}")
+    if gather:
+        print("\ngather_qmm, GB/s of the distinct experts' weight bytes")
+        print(f"{'shape':12s} {'bits':>4s} {'tokens':>6s} {'B':>4s} "
+              f"{'experts':>7s} | upstream    auto    gemv")
+    for (shape, T, bits), d in sorted(gather.items(),
+                                      key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+        r0 = next(iter(d.values()))
+        cells = " ".join(f"{d[p]['gbs']:7.1f}" if p in d else "      -"
+                         for p in ("upstream", "auto", "gemv"))
+        print(f"{shape:12s} {bits:4d} {T:6d} {r0['B']:4d} "
+              f"{r0['distinct']:7.1f} | {cells}")
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("step", choices=["check", "bench", "summary"])
+    p.add_argument("step", choices=["check", "bench", "check-gather",
+                                    "bench-gather", "summary"])
     p.add_argument("files", nargs="*")
     p.add_argument("--ms", type=int, nargs="+",
                    default=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 2048])
     p.add_argument("--shapes", nargs="*")
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
+                   help="bench-gather: decode tokens (B = tokens * top-k)")
     p.add_argument("--json")
     a = p.parse_args()
     if a.step == "summary":
         summary(a.files)
         return
-    out, ok = check(a) if a.step == "check" else bench(a)
+    step = {"check": check, "bench": bench, "check-gather": check_gather,
+            "bench-gather": bench_gather}[a.step]
+    out, ok = step(a)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f)

@@ -2,11 +2,13 @@
 
 Builds harness.cu with nvcc into a shared library, drives it with torch
 tensors through ctypes, checks every bits/group/dtype combination on odd sizes
-against a float64 reference (dequantize, then matmul) and times the decode
-GEMV (GB/s of weight bytes) and the dequantize + cuBLAS prefill step
+against a float64 reference (dequantize, then matmul), dense and gathered
+(gather_qmm: one product per expert index), and times the decode GEMV (GB/s
+of weight bytes), the gathered GEMV at mixture-of-experts shapes (GB/s of
+the distinct experts' bytes) and the dequantize + cuBLAS prefill step
 (TFLOP/s) beside torch's bf16 GEMM, in one process.
 
-    python run.py build check bench-gemv bench-prefill --json out.json
+    python run.py build check bench-gemv bench-gather bench-prefill --json out.json
 """
 
 import argparse
@@ -18,7 +20,7 @@ import subprocess
 import sys
 
 import torch
-from shapes import SHAPES
+from shapes import MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = None
@@ -39,6 +41,8 @@ def load(path):
     LIB = ctypes.CDLL(path)
     LIB.qmm_gemv.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 5 + [
         ctypes.c_int] * 3 + [ctypes.c_void_p]
+    LIB.qmm_gather_gemv.argtypes = [ctypes.c_int] * 4 + [
+        ctypes.c_void_p] * 7 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
     LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
 
@@ -74,6 +78,39 @@ def gemv(x, w, s, b, bits, group, variant, out=None):
                       M, N, K, torch.cuda.current_stream().cuda_stream)
     assert rc == 0, rc
     return out
+
+
+def gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out=None):
+    """gather_qmm's GEMV: out[i] = x[lhs[i]] @ W[rhs[i]].T, x [X, M, K], w
+    [E, N, K * bits / 32] (or [E * N, ...]), lhs / rhs int32 (read as
+    uint32) on the GPU, out [B, M, N]."""
+    M, K = x.shape[-2:]
+    B = lhs.numel()
+    N = out.shape[-1] if out is not None else w.shape[-2]
+    if out is None:
+        out = torch.empty(B, M, N, dtype=x.dtype, device="cuda")
+    assert lhs.dtype == rhs.dtype == torch.int32 and rhs.numel() == B
+    rc = LIB.qmm_gather_gemv(dcode(x.dtype), bits, group, variant,
+                             x.data_ptr(), w.data_ptr(), s.data_ptr(),
+                             b.data_ptr(), lhs.data_ptr(), rhs.data_ptr(),
+                             out.data_ptr(), M, N, K, B,
+                             torch.cuda.current_stream().cuda_stream)
+    assert rc == 0, rc
+    return out
+
+
+def gather_indices(E, B, X, gen):
+    """rhs: B random expert indices out of E, lhs: B random batches of x out
+    of X; from B = 3 on, both repeat an index and rhs is out of order."""
+    rhs = torch.randint(0, E, (B,), generator=gen, dtype=torch.int64)
+    lhs = torch.randint(0, X, (B,), generator=gen, dtype=torch.int64)
+    if B > 2:
+        # rhs[1] one below rhs[0] (mod E), rhs[-1] = rhs[0]: out of order
+        # and repeated.
+        rhs[1] = (rhs[0] + E - 1) % E
+        rhs[-1] = rhs[0]
+        lhs[-1] = lhs[0]
+    return lhs, rhs
 
 
 def dequant(w, s, b, bits, group, K, dtype, out=None):
@@ -127,11 +164,53 @@ def check(results):
                     worst = max(worst, e)
                     if not e < 1e-2:
                         fails.append(("dequant", dtype, bits, group, N, K, e))
+    gworst, gfails = check_gather(gen)
+    worst = max(worst, gworst)
+    fails += gfails
     print(f"check: worst relative error {worst:.2e}, {len(fails)} failures")
     for f in fails[:20]:
         print("  FAIL", f)
     results["check"] = {"worst": worst, "failures": [str(f) for f in fails]}
     return not fails
+
+
+# Gathered cases (experts E, rows per product M, N, K, products B, batches of
+# x X): odd N, M from 1 to 8 (and 13: two blocks along y), B from 1 to 9.
+GATHER_CASES = [(5, 1, 33, 256, 1, 1), (7, 3, 997, 384, 9, 4),
+                (4, 8, 257, 640, 5, 5), (3, 5, 16, 128, 2, 3),
+                (9, 2, 4099, 1024, 8, 8), (2, 1, 520, 2048, 7, 7),
+                (6, 7, 65, 512, 4, 2), (3, 13, 65, 512, 3, 2)]
+
+
+def check_gather(gen):
+    worst, fails = 0.0, []
+    for dtype in (torch.bfloat16, torch.float16):
+        for bits in (4, 8):
+            for group in (32, 64, 128):
+                for E, M, N, K, B, X in GATHER_CASES:
+                    if K % group:
+                        K = (K // group + 1) * group
+                    w, s, b, deq = make_weights(E * N, K, bits, group, dtype,
+                                                gen)
+                    deq = deq.view(E, N, K)
+                    x = torch.randn(X, M, K, generator=gen).to(dtype)
+                    lhs, rhs = gather_indices(E, B, X, gen)
+                    ref = torch.stack([x[int(i)].double() @ deq[int(e)].T
+                                       for i, e in zip(lhs, rhs)])
+                    xd = x.cuda()
+                    li = lhs.to(torch.int32).cuda()
+                    ri = rhs.to(torch.int32).cuda()
+                    for v in ACTIVE:
+                        out = torch.full((B, M, N), float("nan"), dtype=dtype,
+                                         device="cuda")
+                        gather_gemv(xd, w, s, b, li, ri, bits, group, v, out)
+                        torch.cuda.synchronize()
+                        e = rel(out, ref)
+                        worst = max(worst, e)
+                        if not e < 1e-2:
+                            fails.append(("gather", dtype, bits, group, E, M,
+                                          N, K, B, VARIANTS[v], e))
+    return worst, fails
 
 
 def time_fn(fn, sets, reps=50, per_event=1):
@@ -200,6 +279,82 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
     results["gemv"] = rows
 
 
+def moe_indices(tokens, gen):
+    """One decode step's expert choices: MOE_TOP_K distinct experts per
+    token, in the router's (unsorted) order."""
+    return torch.cat([torch.randperm(MOE_EXPERTS, generator=gen)[:MOE_TOP_K]
+                      for _ in range(tokens)])
+
+
+def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
+    """The gathered GEMV at MOE_SHAPES, B = tokens * MOE_TOP_K products of one
+    row. GB/s counts the weight bytes (packed weights, scales, biases) of
+    the distinct experts a call reads. Several weight sets of all experts
+    and fresh expert choices rotate so that most experts come from memory,
+    not from L2. 'dense' is the same GEMV over one [distinct * N, K] matrix
+    (the same bytes in one product) with MLX's variant, its ceiling."""
+    rows = []
+    gen = torch.Generator().manual_seed(3)
+    for bits in bits_list:
+        for name, K, N in MOE_SHAPES:
+            ebytes = N * K * bits // 8 + 2 * N * (K // group) * 2
+            nsets = max(2, min(8, int(1.6e9 // (ebytes * MOE_EXPERTS))))
+            wsets = []
+            for _ in range(nsets):
+                w = torch.randint(-2**31, 2**31 - 1,
+                                  (MOE_EXPERTS, N, K * bits // 32),
+                                  dtype=torch.int32, device="cuda")
+                s = (torch.rand(MOE_EXPERTS, N, K // group, device="cuda")
+                     * 0.01).to(torch.bfloat16)
+                b = (torch.randn(MOE_EXPERTS, N, K // group, device="cuda")
+                     * 0.01).to(torch.bfloat16)
+                wsets.append((w, s, b))
+            for tokens in tokens_list:
+                B = tokens * MOE_TOP_K
+                # gate / up: every token's row for its experts; down: one
+                # row per product (the activation of that expert).
+                X = tokens if name != "moe_down" else B
+                x = torch.randn(X, 1, K, device="cuda", dtype=torch.bfloat16)
+                out = torch.empty(B, 1, N, device="cuda", dtype=torch.bfloat16)
+                lhs = (torch.arange(tokens).repeat_interleave(MOE_TOP_K)
+                       if X == tokens else torch.arange(B))
+                lhs = lhs.to(torch.int32).cuda()
+                sets, distinct = [], []
+                for i in range(max(16, nsets)):
+                    rhs = moe_indices(tokens, gen)
+                    distinct.append(len(torch.unique(rhs)))
+                    sets.append((*wsets[i % nsets], rhs.to(torch.int32).cuda()))
+                read = statistics.mean(distinct) * ebytes
+                row = {"bits": bits, "shape": name, "K": K, "N": N,
+                       "tokens": tokens, "B": B,
+                       "distinct": statistics.mean(distinct)}
+                for v in ACTIVE:
+                    ms = time_fn(lambda st, v=v: gather_gemv(
+                        x, st[0], st[1], st[2], lhs, st[3], bits, group, v,
+                        out), sets, 20, 32)
+                    row[VARIANTS[v]] = read / ms / 1e6
+                rows_d = round(statistics.mean(distinct)) * N
+                dense = [(w.view(-1, w.shape[-1])[:rows_d],
+                          s.view(-1, s.shape[-1])[:rows_d],
+                          b.view(-1, b.shape[-1])[:rows_d]) for w, s, b in wsets]
+                xd = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
+                od = torch.empty(1, rows_d, device="cuda", dtype=torch.bfloat16)
+                ms = time_fn(lambda st: gemv(xd, *st, bits, group, 0, od),
+                             dense, 20, 32)
+                row["dense"] = rows_d // N * ebytes / ms / 1e6
+                rows.append(row)
+            del wsets, sets
+            torch.cuda.empty_cache()
+    print(f"\ngathered GEMV (M = 1, {MOE_EXPERTS} experts, top-{MOE_TOP_K}), "
+          "GB/s of the distinct experts' bytes (group 64, bf16)")
+    for r in rows:
+        vals = " ".join(f"{k}={v:7.1f}" for k, v in r.items()
+                        if k in [*VARIANTS.values(), "dense"])
+        print(f"  {r['shape']:12s} bits={r['bits']} tokens={r['tokens']} "
+              f"B={r['B']:3d} distinct={r['distinct']:5.1f} {vals}")
+    results["gather"] = rows
+
+
 def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
     rows = []
     for name, K, N in SHAPES:
@@ -248,6 +403,10 @@ def main():
     p.add_argument("--variants", type=int, nargs="+", default=sorted(VARIANTS),
                    help="GEMV variants to check and time (default: all)")
     a = p.parse_args()
+    known = {"build", "check", "bench-gemv", "bench-gather", "bench-prefill"}
+    if set(a.steps) - known:
+        p.error(f"unknown steps {sorted(set(a.steps) - known)}; "
+                f"known: {sorted(known)}")
     ACTIVE[:] = a.variants
     results = {"device": torch.cuda.get_device_name()}
     ok = True
@@ -261,6 +420,8 @@ def main():
             ok &= check(results)
         elif step == "bench-gemv":
             bench_gemv(results)
+        elif step == "bench-gather":
+            bench_gather(results)
         elif step == "bench-prefill":
             bench_prefill(results)
         if a.json:

@@ -1,4 +1,11 @@
-"""gemma-4 31B's linear layers (name, K, N), which run.py and mlx_qmm.py time."""
+"""The shapes run.py and mlx_qmm.py time.
+
+SHAPES: gemma-4 31B's linear layers (name, K, N). MOE_SHAPES: a
+Qwen3-30B-A3B-like mixture-of-experts layer (hidden 2048, expert
+intermediate 768, 128 experts, top-8), one expert's (name, K, N): gate and
+up project 2048 -> 768, down 768 -> 2048; each token multiplies by
+MOE_TOP_K of the MOE_EXPERTS experts through gather_qmm.
+"""
 
 SHAPES = [
     ("q_sliding", 5376, 8192),
@@ -7,4 +14,11 @@ SHAPES = [
     ("o_sliding", 8192, 5376),
     ("mlp_gate_up", 5376, 43008),
     ("mlp_down", 21504, 5376),
+]
+
+MOE_EXPERTS = 128
+MOE_TOP_K = 8
+MOE_SHAPES = [
+    ("moe_gate_up", 2048, 768),
+    ("moe_down", 768, 2048),
 ]

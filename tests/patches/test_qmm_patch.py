@@ -1,8 +1,8 @@
-"""The affine quantized-matmul patch (0060): scripts/qmm_harness checks and
-times the kernel header the series give MLX, so its copy must be that
-header byte for byte, and its C entry points must compile against it.
-Running the kernels needs a GPU: scripts/qmm_harness/run.py check does
-that.
+"""The affine quantized-matmul patches (0060 and 0061's gathered products):
+scripts/qmm_harness checks and times the kernel header the series give MLX,
+so its copy must be that header byte for byte, and its C entry points must
+compile against it. Running the kernels needs a GPU: scripts/qmm_harness/
+run.py check does that.
 """
 
 from __future__ import annotations
@@ -64,5 +64,5 @@ def test_the_harness_compiles_with_its_entry_points(tmp_path):
          str(HARNESS / "harness.cu"), "-o", str(lib)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     loaded = ctypes.CDLL(str(lib))
-    for name in ("qmm_gemv", "qmm_dequant"):
+    for name in ("qmm_gemv", "qmm_gather_gemv", "qmm_dequant"):
         assert hasattr(loaded, name), name
