@@ -1,4 +1,5 @@
-"""Affine quantized matmul (patch 0060) against a float64 reference.
+"""Affine quantized matmul (patches 0060 and 0061) against a float64
+reference.
 
 `mx.quantized_matmul(x, w, scales, biases, transpose=True)` with 4- and
 8-bit weights, group sizes 32/64/128, fp16 and bf16 activations, odd and
@@ -8,6 +9,11 @@ chosen so that the default routing takes each path on CUDA (the GEMV up to
 8 rows, upstream's kernels in between, dequantize + cuBLAS from 256 rows);
 each path is also forced in its own process (MLX reads MLX_CUDA_QMM_PATH
 once), and MLX_CUDA_QMM_TRACE=1 must name the path and its reason.
+
+`mx.gather_qmm(..., rhs_indices=..., transpose=True)` (0061) gets the same
+bits, groups and dtypes on experts' weights [E, N, K]: mlx-lm's decode and
+sorted layouts, repeated and out-of-order indices, odd N, M up to 8 (the
+GEMV) and past it, B past the GEMV's bound (upstream's kernels).
 Inputs are fresh random draws. Nothing is timed.
 """
 
@@ -85,6 +91,77 @@ def test_quantized_matmul_matches_float64(xshape, n, bits, group, dtype):
     assert err < TOL, f"relative error {err:.2e}"
 
 
+# gather_qmm: (experts E, x shape [..., M, K], N, lhs_indices or None (x's
+# batches in order), rhs_indices, sorted_indices). mlx-lm's decode layouts (x
+# [T, 1, 1, K] or [T, k, 1, K], indices [T, k]) and its sorted one (x
+# [T * k, 1, K], ascending experts); M 1 to 8 (the GEMV), 13 and B = 96
+# (upstream's kernels under the default routing).
+GATHER_CASES = [
+    (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
+    (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
+    (4, (3, 5, 640), 257, [2, 0, 2, 1, 0, 1, 2], [3, 3, 0, 1, 3, 2, 0], False),
+    (3, (9, 8, 256), 33, list(range(8, -1, -1)), [2, 2, 1, 0, 0, 1, 2, 1, 0], False),
+    (2, (1, 3, 2048), 130, [0], [1], False),
+    (5, (2, 13, 1024), 257, [1, 0, 1], [4, 0, 4], False),
+    (32, (12, 1, 1, 768), 130, None, "topk", False),
+    (16, (64, 1, 512), 96, None, "sorted", True),
+]
+GATHER_IDS = ["decode-gate", "decode-down", "M5-B7", "M8-B9", "B1", "M13",
+              "B96", "sorted-B64"]
+
+
+def gather_indices(case, rng: np.random.Generator):
+    """The case's lhs (or None) and rhs as uint32 arrays ('topk': 8 distinct
+    experts per token, 'sorted': one expert per row of x, ascending)."""
+    E, xshape, _, lhs, rhs, _ = case
+    if rhs == "topk":
+        rhs = [rng.permutation(E)[:8].tolist() for _ in range(xshape[0])]
+    elif rhs == "sorted":
+        rhs = sorted(rng.integers(0, E, xshape[0]).tolist())
+    return (None if lhs is None else np.array(lhs, dtype=np.uint32),
+            np.array(rhs, dtype=np.uint32))
+
+
+def gather_case_error(case, bits: int, group: int, dtype: str, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    dt = getattr(mx, dtype)
+    E, xshape, n, _, _, sorted_indices = case
+    lhs, rhs = gather_indices(case, rng)
+    k = xshape[-1]
+    w = mx.array(rng.standard_normal((E, n, k)).astype(np.float32) * 0.05).astype(dt)
+    wq, scales, biases = mx.quantize(w, group_size=group, bits=bits)
+    x = mx.array(rng.standard_normal(xshape).astype(np.float32)).astype(dt)
+    y = mx.gather_qmm(x, wq, scales, biases,
+                      lhs_indices=None if lhs is None else mx.array(lhs),
+                      rhs_indices=mx.array(rhs), transpose=True, group_size=group,
+                      bits=bits, sorted_indices=sorted_indices)
+    mx.eval(y)
+    s64, b64, x64, y64 = [np.asarray(a.astype(mx.float32)).astype(np.float64)
+                          for a in (scales, biases, x, y)]
+    q = unpack(np.asarray(wq), bits).reshape(E, n, k // group, group)
+    deq = (q * s64[..., None] + b64[..., None]).reshape(E, n, k)
+    # gather_qmm's rule: lhs defaults to x's batches in order; both broadcast.
+    batch = xshape[:-2]
+    if lhs is None:
+        lhs = np.arange(int(np.prod(batch))).reshape(batch)
+    lhs_b, rhs_b = np.broadcast_arrays(lhs, rhs)
+    xf = x64.reshape(-1, *xshape[-2:])
+    ref = np.einsum("bmk,bnk->bmn", xf[lhs_b.reshape(-1).astype(np.int64)],
+                    deq[rhs_b.reshape(-1).astype(np.int64)])
+    ref = ref.reshape(*lhs_b.shape, *ref.shape[-2:])
+    assert y64.shape == ref.shape, (y64.shape, ref.shape)
+    return rel_error(y64, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bits", (4, 8))
+@pytest.mark.parametrize("group", (32, 64, 128))
+@pytest.mark.parametrize("case", GATHER_CASES, ids=GATHER_IDS)
+def test_gather_qmm_matches_float64(case, bits, group, dtype):
+    err = gather_case_error(case, bits, group, dtype, time.time_ns() % 2 ** 32)
+    assert err < TOL, f"relative error {err:.2e}"
+
+
 _FORCED = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -98,6 +175,11 @@ for dtype in t.DTYPES:
                 worst = max(worst, e)
                 if not e < t.TOL:
                     fails.append([dtype, bits, group, list(xshape), n, e])
+            for case in t.GATHER_CASES:
+                e = t.gather_case_error(case, bits, group, dtype, time.time_ns() % 2**32)
+                worst = max(worst, e)
+                if not e < t.TOL:
+                    fails.append(["gather", dtype, bits, group, list(case[1]), case[2], e])
 print(json.dumps({"worst": worst, "fails": fails}))
 """
 
@@ -136,3 +218,48 @@ def test_trace_names_each_path():
                      "path=upstream", "path=upstream", "path=upstream"], lines
     assert all('reason="' in ln for ln in lines)
     assert 'reason="3-bit weights"' in lines[-1]
+
+
+# gather_qmm at M = 1 with 8 products (the GEMV), 96 products, 13 rows per
+# product, and 3-bit weights.
+_GATHER_TRACE = """
+import mlx.core as mx
+w = mx.random.normal((16, 256, 512)).astype(mx.bfloat16)
+idx = mx.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype=mx.uint32)
+for bits in (4, 3):
+    q = mx.quantize(w, group_size=64, bits=bits)
+    for tokens, m in ((1, 1), (12, 1), (1, 13)):
+        x = mx.random.normal((tokens, 1, m, 512)).astype(mx.bfloat16)
+        i = mx.broadcast_to(idx, (tokens, 8))
+        mx.eval(mx.gather_qmm(x, *q, rhs_indices=i, transpose=True,
+                              group_size=64, bits=bits))
+"""
+# (MLX_CUDA_QMM_PATH, each call's path, the reasons' start, the 3-bit call's reason)
+_GATHER_TRACE_EXPECT = {
+    "auto": (["gemv", "upstream", "upstream"], ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "M = 13 > 8"],
+             "3-bit weights"),
+    "gemv": (["gemv", "gemv", "gemv"], ["forced"] * 3, "gemv forced but 3-bit weights"),
+    "upstream": (["upstream"] * 3, ["forced"] * 3, "forced"),
+    "sm80": (["upstream"] * 3, ["sm80 forced but not a gather_qmm path"] * 3,
+             "sm80 forced but not a gather_qmm path"),
+    "dequant": (["upstream"] * 3, ["dequant forced but not a gather_qmm path"] * 3,
+                "dequant forced but not a gather_qmm path"),
+}
+
+
+@pytest.mark.parametrize("path", sorted(_GATHER_TRACE_EXPECT))
+def test_gather_trace_names_each_path(path):
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    env = dict(os.environ, MLX_CUDA_QMM_TRACE="1", MLX_CUDA_QMM_PATH=path)
+    proc = subprocess.run([sys.executable, "-c", _GATHER_TRACE], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[mlx-qmm-route]")]
+    assert all(ln.split()[1] == "op=gather_qmm" for ln in lines), lines
+    paths, reasons, three_bit = _GATHER_TRACE_EXPECT[path]
+    assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 3], lines
+    assert " M=1 B=8 " in lines[0] and " M=1 B=96 " in lines[1] and " M=13 B=8 " in lines[2], lines
+    for ln, reason in zip(lines, reasons):
+        assert f'reason="{reason}"' in ln, ln
+    assert all(f'reason="{three_bit}"' in ln for ln in lines[3:]), lines[3:]
