@@ -25,9 +25,16 @@ template <typename T, int BITS, int GROUP, int WARPS, int U>
 int launch_gemv(const Gemv& a) {
   if ((a.M + 7) / 8 > 65535 || a.B > 65535 || a.B < 1) return -2;
   dim3 grid((a.N + 15) / 16, (a.M + 7) / 8, a.B);
-  qgemv_kernel<T, BITS, GROUP, WARPS, U><<<grid, WARPS * 32, 0, a.st>>>(
-      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
-      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K);
+  if (a.rhs != nullptr) {
+    gather_qgemv_kernel<T, BITS, GROUP, WARPS, U>
+        <<<grid, WARPS * 32, 0, a.st>>>(
+            (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s,
+            (const T*)a.b, (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K);
+  } else {
+    qgemv_kernel<T, BITS, GROUP, WARPS, U><<<grid, WARPS * 32, 0, a.st>>>(
+        (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+        (T*)a.out, a.M, a.N, a.K);
+  }
   return int(cudaGetLastError());
 }
 

@@ -147,24 +147,18 @@ dequant_word8(uint32_t w, float s, float b, uint32_t* out) {
 // are needed. WARPS warps of a block split K and reduce through shared
 // memory; U chunks per lane are loaded before any is used.
 //
-// A gathered call (gather_qmm) passes lhs_indices and rhs_indices and runs
-// one product per blockIdx.z: product b multiplies the M rows of x's batch
-// lhs_indices[b] by the weights, scales and biases of expert rhs_indices[b]
-// (w: [E, N, K * bits / 32]) into out's batch b. A dense call passes null
-// indices and one block along z.
+// gather_qgemv_kernel runs the same block once per product of gather_qmm.
 //
 // Requirements (checked by the caller): K % 32 == 0, K % group_size == 0,
 // 16-byte aligned w and x (every expert's and batch's slice too),
 // group_size in {32, 64, 128}.
 template <typename T, int BITS, int GROUP, int WARPS, int U>
-__global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
+__device__ __forceinline__ void qgemv_block(
     const T* __restrict__ x,
     const uint32_t* __restrict__ w,
     const T* __restrict__ scales,
     const T* __restrict__ biases,
     T* __restrict__ out,
-    const uint32_t* __restrict__ lhs_indices,
-    const uint32_t* __restrict__ rhs_indices,
     int M,
     int N,
     int K) {
@@ -182,16 +176,6 @@ __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
   const int mcount = min(8, int(M - m0));
   const int chunks_per_row = K / VALS;
   const int groups_per_row = K / GROUP;
-
-  if (rhs_indices != nullptr) {
-    const int64_t b = blockIdx.z;
-    const int64_t e = rhs_indices[b];
-    x += int64_t(lhs_indices[b]) * M * K;
-    w += e * N * chunks_per_row * 4;
-    scales += e * N * groups_per_row;
-    biases += e * N * groups_per_row;
-    out += b * M * N;
-  }
 
   const int ra = min(n0 + g, N - 1);
   const int rb = min(n0 + g + 8, N - 1);
@@ -303,6 +287,50 @@ __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
       out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
     }
   }
+}
+
+template <typename T, int BITS, int GROUP, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int M,
+    int N,
+    int K) {
+  qgemv_block<T, BITS, GROUP, WARPS, U>(x, w, scales, biases, out, M, N, K);
+}
+
+// gather_qmm: product b = blockIdx.z multiplies the M rows of x's batch
+// lhs_indices[b] by the weights, scales and biases of expert rhs_indices[b]
+// (w: [E, N, K * bits / 32]) into out's batch b. A kernel of its own, so
+// that the dense GEMV's code does not change.
+template <typename T, int BITS, int GROUP, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32) gather_qgemv_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    const uint32_t* __restrict__ lhs_indices,
+    const uint32_t* __restrict__ rhs_indices,
+    int M,
+    int N,
+    int K) {
+  const int64_t b = blockIdx.z;
+  const int64_t e = rhs_indices[b];
+  const int64_t words = int64_t(N) * (K * BITS / 32);
+  const int64_t groups = int64_t(N) * (K / GROUP);
+  qgemv_block<T, BITS, GROUP, WARPS, U>(
+      x + int64_t(lhs_indices[b]) * M * K,
+      w + e * words,
+      scales + e * groups,
+      biases + e * groups,
+      out + b * M * N,
+      M,
+      N,
+      K);
 }
 
 // Dequantize W to a dense [N, K] matrix of T, for the prefill path that
