@@ -394,6 +394,41 @@ def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
     results["prefill"] = rows
 
 
+def bench_list(results, path):
+    """GPU time of a list of calls at M = 1 (a decode step's quantized
+    matmuls: decode_step.py's qmm_shapes), each variant queued back to back
+    between two events, every weight its own buffer as in the model."""
+    with open(path) as f:
+        data = json.load(f)
+    shapes = data["qmm_shapes"] if isinstance(data, dict) else data
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    calls, wbytes = [], 0
+    for N, K, bits, group in shapes:
+        w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
+                          dtype=torch.int32, device="cuda", generator=gen)
+        s = (torch.rand(N, K // group, device="cuda", generator=gen)
+             * 0.01).to(torch.bfloat16)
+        b = (torch.randn(N, K // group, device="cuda", generator=gen)
+             * 0.01).to(torch.bfloat16)
+        x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
+        o = torch.empty(1, N, device="cuda", dtype=torch.bfloat16)
+        calls.append((x, w, s, b, bits, group, o))
+        wbytes += w.nbytes + s.nbytes + b.nbytes
+    row = {"calls": len(calls), "weight_gib": wbytes / 2**30}
+    for v in ACTIVE:
+        def once(_, v=v):
+            for x, w, s, b, bits, group, o in calls:
+                gemv(x, w, s, b, bits, group, v, o)
+        ms = time_fn(once, [None], reps=10)
+        row[VARIANTS[v]] = {"ms": ms, "gb_s": wbytes / ms / 1e6}
+    print(f"\n{len(calls)} calls at M = 1, {row['weight_gib']:.2f} GiB of "
+          "weights, queued back to back:")
+    for v in ACTIVE:
+        r = row[VARIANTS[v]]
+        print(f"  {VARIANTS[v]}: {r['ms']:.2f} ms ({r['gb_s']:.0f} GB/s)")
+    results["list"] = row
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("steps", nargs="+")
@@ -402,8 +437,13 @@ def main():
     p.add_argument("--json")
     p.add_argument("--variants", type=int, nargs="+", default=sorted(VARIANTS),
                    help="GEMV variants to check and time (default: all)")
+    p.add_argument("--shapes", help="bench-list: decode_step.py's JSON, or "
+                   "a list of [N, K, bits, group]")
     a = p.parse_args()
-    known = {"build", "check", "bench-gemv", "bench-gather", "bench-prefill"}
+    known = {"build", "check", "bench-gemv", "bench-gather", "bench-prefill",
+             "bench-list"}
+    if "bench-list" in a.steps and not a.shapes:
+        p.error("bench-list needs --shapes FILE")
     if set(a.steps) - known:
         p.error(f"unknown steps {sorted(set(a.steps) - known)}; "
                 f"known: {sorted(known)}")
@@ -424,6 +464,8 @@ def main():
             bench_gather(results)
         elif step == "bench-prefill":
             bench_prefill(results)
+        elif step == "bench-list":
+            bench_list(results, a.shapes)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(results, f, indent=1, default=str)
