@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,15 +179,20 @@ class StepRunner:
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._count = len(list(self.log_dir.glob("*.log")))
+        # run() may be called from several threads (test parts in shards):
+        # each step still gets a number of its own.
+        self._lock = threading.Lock()
 
     def log_path(self, step: str) -> Path:
-        self._count += 1
+        with self._lock:
+            self._count += 1
+            number = self._count
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", step).strip("-") or "step"
-        return self.log_dir / f"{self._count:02d}-{safe}.log"
+        return self.log_dir / f"{number:02d}-{safe}.log"
 
     def run(self, step: str, cmd: Sequence[str | os.PathLike], *,
             cwd: Path | None = None, env: Mapping[str, str] | None = None,
-            on_line: Callable[[str], None] | None = None,
+            on_line: Callable[[str], bool | None] | None = None,
             check: bool = True,
             error_cls: type[MlxBuilderError] = BuildError,
             hint: str = "") -> StepResult:
@@ -206,13 +212,13 @@ class StepRunner:
                 log.write(f"# cwd: {cwd}\n")
             log.flush()
 
-            def seen(line: str) -> None:
+            def seen(line: str) -> bool | None:
                 log.write(line)
                 last.append(line)
                 if len(last) > 400:
                     del last[:200]
-                if on_line is not None:
-                    on_line(line.rstrip("\n"))
+                # on_line returning False stops the command (as in stream)
+                return on_line(line.rstrip("\n")) if on_line is not None else None
 
             try:
                 rc = stream(argv, seen, cwd=cwd, env=full_env)

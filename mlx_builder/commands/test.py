@@ -71,13 +71,16 @@ def newest_wheel(folder: Path) -> Path:
               help="mlx-lm release whose model code the end-to-end parts run.")
 @click.option("--pytest-arg", "pytest_args", multiple=True,
               help="Extra argument for every pytest run, e.g. -x or -k EXPR (repeatable).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Run the sdpa part in this many pytest processes at once (each takes "
+                   "every N-th test); the memory and model parts always run alone.")
 @click.pass_obj
 def command(settings: Settings, wheel: Path | None, python: str, venv_dir: Path | None,
             reuse_venv: bool, system_site_packages: bool, no_deps: bool,
             wheelhouse: Path | None, out_dir: Path | None, parts: str | None,
             env_pairs: tuple[str, ...], long_: bool, upstream_commit: str | None,
             upstream_tests: Path | None, mlx_lm_version: str,
-            pytest_args: tuple[str, ...]) -> None:
+            pytest_args: tuple[str, ...], jobs: int) -> None:
     """Install WHEEL in a fresh venv and run upstream's SDPA tests, our SDPA
     suite, the memory checks, the mlx-lm end-to-end prefill and the greedy
     identity check; JUnit XML per part and a summary. Exit 21 on any failure;
@@ -94,5 +97,5 @@ def command(settings: Settings, wheel: Path | None, python: str, venv_dir: Path 
         parts=parse_parts(parts), env=parse_env(env_pairs), long=long_,
         upstream_commit=upstream_commit, upstream_tests=upstream_tests,
         mlx_lm_version=mlx_lm_version,
-        pytest_args=tuple(pytest_args))
+        pytest_args=tuple(pytest_args), jobs=jobs)
     run_wheel_tests(settings, wheel, opts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,3 +108,14 @@ def parse_junit(path: Path) -> JUnitReport:
         report.seconds += float(suite.get("time", 0) or 0)
         report.cases.extend(_case(tc) for tc in suite.iter("testcase"))
     return report
+
+
+def merge_junit(paths: Sequence[Path]) -> bytes:
+    """One <testsuites> document holding every file's suites (the shards of
+    a part run in several processes). Raises ValueError as parse_junit."""
+    root = ET.Element("testsuites")
+    for path in paths:
+        parse_junit(path)  # the same checks and messages
+        top = ET.parse(path).getroot()
+        root.extend([top] if top.tag == "testsuite" else list(top.iter("testsuite")))
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)

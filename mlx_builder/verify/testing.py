@@ -14,7 +14,9 @@ JUnit XML and log:
 5. ``greedy`` — the same file's greedy identity check (GPU, mlx-lm).
 
 GPU parts are skipped, with the probe's reason, when the wheel sees no GPU.
-A rich table sums the parts up; any failed part raises TestFailureError.
+``jobs`` > 1 runs the sdpa part in that many pytest processes at once, one
+JUnit XML per process merged into the part's. A rich table sums the parts
+up; any failed part raises TestFailureError.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +37,9 @@ from rich.table import Table
 
 from mlx_builder.console import console, print_table, progress
 from mlx_builder.errors import FetchError, TestFailureError, WheelError
+from mlx_builder.outputs import commit, stage_bytes
 from mlx_builder.process import StepRunner
-from mlx_builder.verify.junit import JUnitReport, parse_junit
+from mlx_builder.verify.junit import JUnitReport, merge_junit, parse_junit
 
 PINNED_MLX_LM = "0.32.2"  # first release with both gemma4_text and qwen3_5
 TEST_REQUIREMENTS = ("pytest>=8", "numpy")
@@ -79,6 +84,12 @@ PARTS = (
 )
 PART_KEYS = tuple(p.key for p in PARTS)
 DEFAULT_PARTS = tuple(p.key for p in PARTS if p.default)
+# Parts whose tests are independent and time nothing and measure no memory:
+# --jobs N runs each in N pytest processes at once, process i taking every
+# N-th test from the i-th (the suite's conftest reads MLX_BUILDER_SHARD=i/N).
+# The memory and model parts measure peaks and run alone.
+SHARDABLE_PARTS = ("sdpa",)
+SHARD_ENV = "MLX_BUILDER_SHARD"
 
 
 @dataclass
@@ -112,6 +123,7 @@ class WheelTestOptions:
     mlx_lm_version: str = PINNED_MLX_LM
     upstream_tests: Path | None = None
     pytest_args: tuple[str, ...] = ()
+    jobs: int = 1  # pytest processes for each part in SHARDABLE_PARTS
 
 
 # ------------------------------------------------------------ venv and pip
@@ -399,13 +411,73 @@ def judge_part(part: Part, rc: int, junit: Path, log: Path) -> PartResult:
     return PartResult(part, status, report, note, junit, log)
 
 
+def combined_returncode(codes: Sequence[int]) -> int:
+    """pytest's exit code for a part run as shards: a crash or usage error
+    first, then failures, then 'nothing collected' only if every shard says
+    so (a shard can be empty when there are fewer tests than shards)."""
+    odd = [rc for rc in codes if rc not in (0, 1, 5)]
+    if odd:
+        return odd[0]
+    if 1 in codes:
+        return 1
+    return 5 if codes and all(rc == 5 for rc in codes) else 0
+
+
+def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str], *,
+                junit_dir: Path, rootdir: Path, env: Mapping[str, str],
+                pytest_args: Sequence[str], jobs: int) -> PartResult:
+    """``part`` in ``jobs`` pytest processes at once (process i with
+    MLX_BUILDER_SHARD=i/jobs), judged as one: <part>.xml holds every
+    shard's suite; a shard that wrote no JUnit XML makes the part an error
+    that names that shard's log."""
+    stop = threading.Event()
+
+    def keep_going(_line: str) -> bool:
+        return not stop.is_set()  # False kills that shard's pytest
+
+    def shard(i: int) -> tuple[int, Path, Path]:
+        junit = junit_dir / f"{part.key}-{i + 1}of{jobs}.xml"
+        junit.unlink(missing_ok=True)
+        res = runner.run(f"test-{part.key}-{i + 1}of{jobs}",
+                         pytest_command(vpy, targets, junit, rootdir, pytest_args),
+                         env={**env, SHARD_ENV: f"{i}/{jobs}"}, check=False, cwd=rootdir,
+                         on_line=keep_going)
+        return res.returncode, junit, res.log_path
+
+    # An interrupt or error here stops every shard at its next line of output
+    # instead of leaving pytest processes running behind the command.
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(shard, i) for i in range(jobs)]
+        shards = [future.result() for future in futures]
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    for rc, junit, log in shards:
+        if not junit.is_file():
+            return judge_part(part, rc, junit, log)
+    merged = junit_dir / f"{part.key}.xml"
+    try:
+        data = merge_junit([junit for _, junit, _ in shards])
+    except ValueError as exc:
+        return PartResult(part, "error", note=str(exc), log=shards[0][2])
+    commit([(stage_bytes(merged, data), merged)])
+    codes = [rc for rc, _, _ in shards]
+    rc = combined_returncode(codes)
+    log = next((log for code, _, log in shards if code == rc), shards[0][2])
+    return judge_part(part, rc, merged, log)
+
+
 def run_parts(runner: StepRunner, vpy: Path, parts: Iterable[Part], *, suites: Path,
               upstream_test: Path | None, junit_dir: Path, env: Mapping[str, str],
               skip: Mapping[str, str], pytest_args: Sequence[str] = (),
-              not_run: Mapping[str, str] | None = None) -> list[PartResult]:
+              not_run: Mapping[str, str] | None = None, jobs: int = 1) -> list[PartResult]:
     """Run each part; ``skip`` and ``not_run`` map a part to why it does not
     run (skipped: it does not apply to this wheel or host; not run: something
-    it needs is missing, and the note says how to provide it)."""
+    it needs is missing, and the note says how to provide it). ``jobs`` > 1
+    runs each part of SHARDABLE_PARTS in that many processes."""
     not_run = not_run or {}
     results = []
     parts = list(parts)
@@ -418,14 +490,20 @@ def run_parts(runner: StepRunner, vpy: Path, parts: Iterable[Part], *, suites: P
             elif part.key in skip:
                 results.append(PartResult(part, "skipped", note=skip[part.key]))
             else:
-                junit = junit_dir / f"{part.key}.xml"
-                junit.unlink(missing_ok=True)
-                rootdir = Path(part_targets(part.key, suites, upstream_test)[0]).parent
-                cmd = pytest_command(vpy, part_targets(part.key, suites, upstream_test),
-                                     junit, rootdir, pytest_args)
-                res = runner.run(f"test-{part.key}", cmd, env=env, check=False,
-                                 cwd=rootdir)
-                results.append(judge_part(part, res.returncode, junit, res.log_path))
+                targets = part_targets(part.key, suites, upstream_test)
+                rootdir = Path(targets[0]).parent
+                if jobs > 1 and part.key in SHARDABLE_PARTS:
+                    prog.update(task, description=f"test: {part.title} ({jobs} processes)")
+                    results.append(run_sharded(
+                        runner, vpy, part, targets, junit_dir=junit_dir, rootdir=rootdir,
+                        env=env, pytest_args=pytest_args, jobs=jobs))
+                else:
+                    junit = junit_dir / f"{part.key}.xml"
+                    junit.unlink(missing_ok=True)
+                    cmd = pytest_command(vpy, targets, junit, rootdir, pytest_args)
+                    res = runner.run(f"test-{part.key}", cmd, env=env, check=False,
+                                     cwd=rootdir)
+                    results.append(judge_part(part, res.returncode, junit, res.log_path))
             prog.advance(task)
     return results
 
@@ -557,7 +635,7 @@ def run_wheel_tests(settings: Any, wheel: Path, opts: WheelTestOptions) -> list[
 
     results = run_parts(runner, vpy, selected, suites=suites, upstream_test=upstream_test,
                         junit_dir=out_dir / "junit", env=env, skip=skip,
-                        pytest_args=opts.pytest_args, not_run=not_run)
+                        pytest_args=opts.pytest_args, not_run=not_run, jobs=opts.jobs)
     print_table(summary_table(results, f"mlx-builder test {wheel.name}"))
     extra = measurements_table(results)
     if extra is not None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import sysconfig
+import threading
 import zipfile
 from pathlib import Path
 
@@ -460,3 +462,141 @@ def test_parse_parts_default_and_fullscale():
     assert parse_parts("sdpa, fullscale") == ("sdpa", "fullscale")
     with pytest.raises(errors.ConfigError):
         parse_parts("fullscales")
+
+
+# ------------------------------------------------------------------ shards
+
+SEVEN_TESTS = '''
+import os
+import pytest
+@pytest.mark.parametrize("n", range(6))
+def test_case(n, record_property):
+    record_property("shard", os.environ.get("MLX_BUILDER_SHARD", ""))
+    assert n != 4, "case 4 fails"
+def test_last(): pass
+'''
+
+
+def shard_folder(root: Path, body: str = SEVEN_TESTS) -> Path:
+    """A staged copy of the real suite's conftest beside one test file."""
+    folder = root / "sdpa"
+    folder.mkdir(parents=True)
+    conftest = testing.suite_dir() / "conftest.py"
+    (folder / "conftest.py").write_text(conftest.read_text())
+    (folder / "test_sample.py").write_text(body)
+    (folder / "pytest.ini").write_text(testing.PYTEST_INI)
+    return folder
+
+
+def test_each_shard_takes_every_nth_test_and_together_they_take_all(tmp_path):
+    folder = shard_folder(tmp_path)
+    seen = []
+    for i in range(3):
+        junit = tmp_path / f"s{i}.xml"
+        cmd = testing.pytest_command(sys.executable, [str(folder / "test_sample.py")],
+                                     junit, folder)
+        subprocess.run(cmd, cwd=folder, capture_output=True,
+                       env={**os.environ, testing.SHARD_ENV: f"{i}/3"})
+        names = [c.name for c in parse_junit(junit).cases]
+        assert len(names) == (3 if i == 0 else 2)
+        seen += names
+    assert sorted(seen) == sorted([f"test_case[{n}]" for n in range(6)] + ["test_last"])
+
+
+@pytest.mark.parametrize("value", ["3/3", "x/2", "1", "0/0", "-1/2"])
+def test_a_bad_shard_value_is_a_usage_error(tmp_path, value):
+    folder = shard_folder(tmp_path)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-c", str(folder / "pytest.ini"),
+                          str(folder / "test_sample.py")], cwd=folder, capture_output=True,
+                         text=True, env={**os.environ, testing.SHARD_ENV: value})
+    assert res.returncode == 4
+    assert "MLX_BUILDER_SHARD" in res.stderr and "0 <= i < n" in res.stderr
+
+
+def test_combined_returncode():
+    assert testing.combined_returncode([0, 0, 5]) == 0
+    assert testing.combined_returncode([5, 5]) == 5
+    assert testing.combined_returncode([0, 1, 5]) == 1
+    assert testing.combined_returncode([1, -9, 0]) == -9
+    assert testing.combined_returncode([0, 2]) == 2
+
+
+def run_sdpa_part(tmp_path: Path, folder: Path, jobs: int) -> testing.PartResult:
+    runner = StepRunner(tmp_path / "logs")
+    part = next(p for p in testing.PARTS if p.key == "sdpa")
+    (result,) = testing.run_parts(runner, Path(sys.executable), [part], suites=folder,
+                                  upstream_test=None, junit_dir=tmp_path / "junit",
+                                  env={}, skip={}, jobs=jobs)
+    return result
+
+
+def test_a_part_in_three_processes_is_judged_as_one(tmp_path):
+    result = run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite"), jobs=3)
+    assert result.status == "failed" and "case 4 fails" in result.note
+    assert result.report is not None
+    assert result.report.counts == {"passed": 6, "failed": 1, "error": 0, "skipped": 0}
+    merged = parse_junit(tmp_path / "junit" / "sdpa.xml")
+    assert len(merged.cases) == 7
+    shards = {dict(c.properties).get("shard") for c in merged.cases if c.properties}
+    assert shards == {"0/3", "1/3", "2/3"}
+    logs = sorted(p.name for p in (tmp_path / "logs").glob("*.log"))
+    assert [name.split("-", 1)[1] for name in logs] == [
+        f"test-sdpa-{i}of3.log" for i in (1, 2, 3)]
+    assert len({name.split("-", 1)[0] for name in logs}) == 3  # numbered apart
+
+
+def test_a_shard_that_dies_makes_the_part_an_error_naming_its_log(tmp_path):
+    body = SEVEN_TESTS + '''
+def test_dies_in_its_shard():
+    if os.environ.get("MLX_BUILDER_SHARD") == "1/2":
+        os._exit(3)
+'''
+    result = run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite", body), jobs=2)
+    assert result.status == "error" and "no JUnit" in result.note
+    assert result.log is not None and result.log.name.endswith("test-sdpa-2of2.log")
+    assert "test_dies_in_its_shard" in result.note
+
+
+def test_one_job_keeps_the_single_process_run(tmp_path):
+    result = run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite"), jobs=1)
+    assert result.report is not None and len(result.report.cases) == 7
+    logs = [p.name for p in (tmp_path / "logs").glob("*.log")]
+    assert len(logs) == 1 and logs[0].endswith("test-sdpa.log")
+
+
+class RaisingRunner(StepRunner):
+    """Raises for the first shard once the second has started, as a Ctrl-C
+    in the command would."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir)
+        self.started = threading.Event()
+
+    def run(self, step, cmd, **kw):
+        if step.endswith("-1of2"):
+            self.started.wait(30)
+            raise KeyboardInterrupt
+        line = kw.pop("on_line")
+
+        def seen(text):
+            self.started.set()
+            return line(text)
+        return super().run(step, cmd, on_line=seen, **kw)
+
+
+def test_an_interrupt_stops_the_other_shards(tmp_path):
+    body = "import time\nimport pytest\n" \
+           "@pytest.mark.parametrize('n', range(400))\n" \
+           "def test_slow(n):\n    time.sleep(0.05)\n"
+    folder = shard_folder(tmp_path / "suite", body)
+    runner = RaisingRunner(tmp_path / "logs")
+    part = next(p for p in testing.PARTS if p.key == "sdpa")
+    with pytest.raises(KeyboardInterrupt):
+        testing.run_parts(runner, Path(sys.executable), [part], suites=folder,
+                          upstream_test=None, junit_dir=tmp_path / "junit",
+                          env={}, skip={}, jobs=2)
+    # the second shard (200 tests of 50 ms) was killed, not run to its end
+    assert not (tmp_path / "junit" / "sdpa-2of2.xml").exists()
+    (log,) = (tmp_path / "logs").glob("*-test-sdpa-2of2.log")
+    assert "pytest" in log.read_text()  # it had started
+    assert "test_slow[399]" not in log.read_text()  # its last test
