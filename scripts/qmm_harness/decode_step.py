@@ -13,7 +13,8 @@ mlx-lm's 2048-token steps, then measures, in ms per step:
                  and the tied-embedding head at M = 1, in the model's
                  order, one eval), with the GB/s of their weight bytes
   no_qmm         the pipelined step with every QuantizedLinear replaced by
-                 a zeros fill: everything but the quantized matmuls
+                 a zeros fill: everything but the quantized matmuls (the
+                 tied-embedding head, one call, still runs)
   host_per_op    MLX's host cost per op: as many tiny quantized matmuls as
                  the step has, and 2000 tiny adds, evaluated together
 
