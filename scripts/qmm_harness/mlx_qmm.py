@@ -44,6 +44,37 @@ def unpack(wq, bits):
     return q.reshape(*w.shape[:-1], w.shape[-1] * per).astype(np.float64)
 
 
+def to64(mx, a):
+    return np.asarray(a.astype(mx.float32)).astype(np.float64)
+
+
+def dequant64(mx, wq, s, b, bits, group):
+    """The float64 weights [..., N, K] of packed weights, scales, biases."""
+    q = unpack(wq, bits)
+    q = q.reshape(*q.shape[:-1], q.shape[-1] // group, group)
+    deq = q * to64(mx, s)[..., None] + to64(mx, b)[..., None]
+    return deq.reshape(*deq.shape[:-2], -1)
+
+
+def rel_error(got, ref):
+    """Relative Frobenius error; inf for NaN/inf or a wrong shape."""
+    if not (np.isfinite(got).all() and got.shape == ref.shape):
+        return float("inf")
+    return np.linalg.norm(got - ref) / np.linalg.norm(ref)
+
+
+def check_report(step, n, worst, fails):
+    """Print a check's line and failures; (results, ok) as main expects."""
+    path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
+    print(f"{step} path={path}: {n} cases, worst relative error {worst:.2e}, "
+          f"{len(fails)} failures")
+    for f in fails[:10]:
+        print("  FAIL", f)
+    key = step.replace("-", "_")
+    return {key: {"path": path, "cases": n, "worst": worst,
+                  "failures": fails}}, not fails
+
+
 def check(args):
     import mlx.core as mx
 
@@ -65,27 +96,13 @@ def check(args):
                     y = mx.quantized_matmul(x, wq, s, b, transpose=True,
                                             group_size=group, bits=bits)
                     mx.eval(y)
-                    q = unpack(wq, bits).reshape(N, K // group, group)
-                    s64 = np.asarray(s.astype(mx.float32)).astype(np.float64)
-                    b64 = np.asarray(b.astype(mx.float32)).astype(np.float64)
-                    deq = (q * s64[..., None] + b64[..., None]).reshape(N, K)
-                    x64 = np.asarray(x.astype(mx.float32)).astype(np.float64)
-                    ref = x64 @ deq.T
-                    got = np.asarray(y.astype(mx.float32)).astype(np.float64)
-                    e = (np.linalg.norm(got - ref) / np.linalg.norm(ref)
-                         if np.isfinite(got).all() and got.shape == ref.shape
-                         else float("inf"))
+                    deq = dequant64(mx, wq, s, b, bits, group)
+                    e = rel_error(to64(mx, y), to64(mx, x) @ deq.T)
                     n += 1
                     worst = max(worst, e)
                     if not e < 1e-2:
                         fails.append([str(dt), bits, group, list(xshape), N, e])
-    path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
-    print(f"check path={path}: {n} cases, worst relative error {worst:.2e}, "
-          f"{len(fails)} failures")
-    for f in fails[:10]:
-        print("  FAIL", f)
-    return {"check": {"path": path, "cases": n, "worst": worst,
-                      "failures": fails}}, not fails
+    return check_report("check", n, worst, fails)
 
 
 # (experts E, x shape [..., M, K], N, lhs_indices or None (x's batches in
@@ -154,28 +171,15 @@ def check_gather(args):
                         rhs_indices=mx.array(rhs), transpose=True,
                         group_size=group, bits=bits, sorted_indices=sorted_)
                     mx.eval(y)
-                    q = unpack(wq, bits).reshape(E, N, K // group, group)
-                    s64 = np.asarray(s.astype(mx.float32)).astype(np.float64)
-                    b64 = np.asarray(b.astype(mx.float32)).astype(np.float64)
-                    deq = (q * s64[..., None] + b64[..., None]).reshape(E, N, K)
-                    x64 = np.asarray(x.astype(mx.float32)).astype(np.float64)
-                    ref = gather_reference(x64, deq, lhs, rhs)
-                    got = np.asarray(y.astype(mx.float32)).astype(np.float64)
-                    e = (np.linalg.norm(got - ref) / np.linalg.norm(ref)
-                         if np.isfinite(got).all() and got.shape == ref.shape
-                         else float("inf"))
+                    deq = dequant64(mx, wq, s, b, bits, group)
+                    ref = gather_reference(to64(mx, x), deq, lhs, rhs)
+                    e = rel_error(to64(mx, y), ref)
                     n += 1
                     worst = max(worst, e)
                     if not e < 1e-2:
                         fails.append([str(dt), bits, group, E, list(xshape), N,
                                       rhs.size, e])
-    path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
-    print(f"check-gather path={path}: {n} cases, worst relative error "
-          f"{worst:.2e}, {len(fails)} failures")
-    for f in fails[:10]:
-        print("  FAIL", f)
-    return {"check_gather": {"path": path, "cases": n, "worst": worst,
-                             "failures": fails}}, not fails
+    return check_report("check-gather", n, worst, fails)
 
 
 def timed(fn, sets, reps):
