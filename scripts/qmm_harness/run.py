@@ -213,6 +213,18 @@ def check_gather(gen):
     return worst, fails
 
 
+def random_packed(lead, N, K, bits, group, gen=None):
+    """Random packed weights [*lead, N, K * bits / 32] with bf16 scales and
+    biases [*lead, N, K / group] on the GPU, for timing (values are noise)."""
+    w = torch.randint(-2**31, 2**31 - 1, (*lead, N, K * bits // 32),
+                      dtype=torch.int32, device="cuda", generator=gen)
+    s = (torch.rand(*lead, N, K // group, device="cuda", generator=gen)
+         * 0.01).to(torch.bfloat16)
+    b = (torch.randn(*lead, N, K // group, device="cuda", generator=gen)
+         * 0.01).to(torch.bfloat16)
+    return w, s, b
+
+
 def time_fn(fn, sets, reps=50, per_event=1):
     """Median milliseconds per call of fn(set), rotating input sets. With
     per_event > 1 the calls between two events are queued back to back, so
@@ -242,14 +254,7 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
             sets = []
             gen = torch.Generator(device="cuda").manual_seed(2)
             for _ in range(nsets):
-                w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
-                                  dtype=torch.int32, device="cuda",
-                                  generator=gen)
-                s = torch.rand(N, K // group, device="cuda",
-                               generator=gen).to(torch.bfloat16) * 0.01
-                b = torch.randn(N, K // group, device="cuda",
-                                generator=gen).to(torch.bfloat16) * 0.01
-                sets.append((w, s, b))
+                sets.append(random_packed((), N, K, bits, group, gen))
             for M in (1, 4, 8):
                 x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
                 out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
@@ -301,14 +306,7 @@ def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
             nsets = max(2, min(8, int(1.6e9 // (ebytes * MOE_EXPERTS))))
             wsets = []
             for _ in range(nsets):
-                w = torch.randint(-2**31, 2**31 - 1,
-                                  (MOE_EXPERTS, N, K * bits // 32),
-                                  dtype=torch.int32, device="cuda")
-                s = (torch.rand(MOE_EXPERTS, N, K // group, device="cuda")
-                     * 0.01).to(torch.bfloat16)
-                b = (torch.randn(MOE_EXPERTS, N, K // group, device="cuda")
-                     * 0.01).to(torch.bfloat16)
-                wsets.append((w, s, b))
+                wsets.append(random_packed((MOE_EXPERTS,), N, K, bits, group))
             for tokens in tokens_list:
                 B = tokens * MOE_TOP_K
                 # gate / up: every token's row for its experts; down: one
@@ -358,10 +356,7 @@ def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
 def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
     rows = []
     for name, K, N in SHAPES:
-        w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
-                          dtype=torch.int32, device="cuda")
-        s = (torch.rand(N, K // group, device="cuda") * 0.01).to(torch.bfloat16)
-        b = (torch.randn(N, K // group, device="cuda") * 0.01).to(torch.bfloat16)
+        w, s, b = random_packed((), N, K, bits, group)
         scratch = torch.empty(N, K, device="cuda", dtype=torch.bfloat16)
         dense = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         t_dq = time_fn(lambda _: dequant(w, s, b, bits, group, K,
@@ -404,12 +399,7 @@ def bench_list(results, path):
     gen = torch.Generator(device="cuda").manual_seed(5)
     calls, wbytes = [], 0
     for N, K, bits, group in shapes:
-        w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32),
-                          dtype=torch.int32, device="cuda", generator=gen)
-        s = (torch.rand(N, K // group, device="cuda", generator=gen)
-             * 0.01).to(torch.bfloat16)
-        b = (torch.randn(N, K // group, device="cuda", generator=gen)
-             * 0.01).to(torch.bfloat16)
+        w, s, b = random_packed((), N, K, bits, group, gen)
         x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
         o = torch.empty(1, N, device="cuda", dtype=torch.bfloat16)
         calls.append((x, w, s, b, bits, group, o))
