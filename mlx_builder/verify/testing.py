@@ -27,7 +27,7 @@ import re
 import shutil
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -423,6 +423,18 @@ def combined_returncode(codes: Sequence[int]) -> int:
     return 5 if codes and all(rc == 5 for rc in codes) else 0
 
 
+def run_pytest(runner: StepRunner, vpy: Path, step: str, targets: Sequence[str], *,
+               junit: Path, rootdir: Path, env: Mapping[str, str],
+               pytest_args: Sequence[str],
+               on_line: Callable[[str], bool | None] | None = None) -> tuple[int, Path]:
+    """One pytest run as a step (``junit`` removed first, so that a crash
+    leaves none): its exit code and log."""
+    junit.unlink(missing_ok=True)
+    res = runner.run(step, pytest_command(vpy, targets, junit, rootdir, pytest_args),
+                     env=env, check=False, cwd=rootdir, on_line=on_line)
+    return res.returncode, res.log_path
+
+
 def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str], *,
                 junit_dir: Path, rootdir: Path, env: Mapping[str, str],
                 pytest_args: Sequence[str], jobs: int) -> PartResult:
@@ -437,12 +449,11 @@ def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str
 
     def shard(i: int) -> tuple[int, Path, Path]:
         junit = junit_dir / f"{part.key}-{i + 1}of{jobs}.xml"
-        junit.unlink(missing_ok=True)
-        res = runner.run(f"test-{part.key}-{i + 1}of{jobs}",
-                         pytest_command(vpy, targets, junit, rootdir, pytest_args),
-                         env={**env, SHARD_ENV: f"{i}/{jobs}"}, check=False, cwd=rootdir,
-                         on_line=keep_going)
-        return res.returncode, junit, res.log_path
+        rc, log = run_pytest(runner, vpy, f"test-{part.key}-{i + 1}of{jobs}", targets,
+                             junit=junit, rootdir=rootdir,
+                             env={**env, SHARD_ENV: f"{i}/{jobs}"},
+                             pytest_args=pytest_args, on_line=keep_going)
+        return rc, junit, log
 
     # An interrupt or error here stops every shard at its next line of output
     # instead of leaving pytest processes running behind the command.
@@ -499,11 +510,10 @@ def run_parts(runner: StepRunner, vpy: Path, parts: Iterable[Part], *, suites: P
                         env=env, pytest_args=pytest_args, jobs=jobs))
                 else:
                     junit = junit_dir / f"{part.key}.xml"
-                    junit.unlink(missing_ok=True)
-                    cmd = pytest_command(vpy, targets, junit, rootdir, pytest_args)
-                    res = runner.run(f"test-{part.key}", cmd, env=env, check=False,
-                                     cwd=rootdir)
-                    results.append(judge_part(part, res.returncode, junit, res.log_path))
+                    rc, log = run_pytest(runner, vpy, f"test-{part.key}", targets,
+                                         junit=junit, rootdir=rootdir, env=env,
+                                         pytest_args=pytest_args)
+                    results.append(judge_part(part, rc, junit, log))
             prog.advance(task)
     return results
 
