@@ -141,27 +141,30 @@ def main():
     qls = [m for _, m in model.named_modules()
            if isinstance(m, nn.QuantizedLinear)]
     head = model.model.embed_tokens
+    weighted = [*qls, head]  # every quantized matmul of a step, in order
     xs = {}
 
-    def x_for(k):
+    def in_features(m):
+        return m.weight.shape[1] * 32 // m.bits
+
+    def x_for(m):
+        k = in_features(m)
         if k not in xs:
             xs[k] = mx.random.normal((1, 1, k)).astype(mx.bfloat16)
         return xs[k]
 
     def qcalls():
-        outs = [q(x_for(q.weight.shape[1] * 32 // q.bits)) for q in qls]
-        outs.append(head.as_linear(x_for(fs.GEMMA4_31B["hidden_size"])))
-        return outs
+        return [q(x_for(q)) for q in qls] + [head.as_linear(x_for(head))]
 
     wbytes = sum(m.weight.nbytes + m.scales.nbytes
                  + (m.biases.nbytes if m.biases is not None else 0)
-                 for m in [*qls, head])
+                 for m in weighted)
     qms = timed_evals(mx, qcalls, 16)
-    out.update(qmm_calls=len(qls) + 1, qmm_weight_gib=wbytes / 2**30,
+    out.update(qmm_calls=len(weighted), qmm_weight_gib=wbytes / 2**30,
                qmm_only_ms=qms, qmm_only_gb_s=wbytes / qms / 1e6)
     # (N, K, bits, group) per call, for run.py bench-list (the kernels alone)
-    out["qmm_shapes"] = [[m.weight.shape[0], m.weight.shape[1] * 32 // m.bits,
-                          m.bits, m.group_size] for m in [*qls, head]]
+    out["qmm_shapes"] = [[m.weight.shape[0], in_features(m), m.bits, m.group_size]
+                         for m in weighted]
 
     original = nn.QuantizedLinear.__call__
     nn.QuantizedLinear.__call__ = lambda self, x: mx.zeros(
@@ -177,7 +180,7 @@ def main():
     tiny = [mx.random.normal((1, 1, 512)).astype(mx.bfloat16)
             for _ in range(4)]
     mx.eval(wq, s, b, *tiny)
-    n_q = len(qls) + 1
+    n_q = len(weighted)
 
     def tiny_qmm():
         return [mx.quantized_matmul(tiny[i % 4], wq, s, b, transpose=True,
