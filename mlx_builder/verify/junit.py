@@ -93,16 +93,21 @@ def _case(elem: ET.Element) -> Case:
                 seconds=float(elem.get("time", 0) or 0), properties=props)
 
 
-def parse_junit(path: Path) -> JUnitReport:
-    """Cases, outcomes, skip reasons and properties from a JUnit XML file.
-    Raises ValueError when the file is not JUnit XML."""
+def _suites(path: Path) -> list[ET.Element]:
+    """The <testsuite> elements of a JUnit XML file; ValueError if it is none."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
         raise ValueError(f"{path} is not valid XML: {exc}") from None
     if root.tag not in ("testsuites", "testsuite"):
         raise ValueError(f"{path} is not JUnit XML (root <{root.tag}>)")
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+
+
+def parse_junit(path: Path) -> JUnitReport:
+    """Cases, outcomes, skip reasons and properties from a JUnit XML file.
+    Raises ValueError when the file is not JUnit XML."""
+    suites = _suites(path)
     report = JUnitReport()
     for suite in suites:
         report.seconds += float(suite.get("time", 0) or 0)
@@ -115,7 +120,5 @@ def merge_junit(paths: Sequence[Path]) -> bytes:
     a part run in several processes). Raises ValueError as parse_junit."""
     root = ET.Element("testsuites")
     for path in paths:
-        parse_junit(path)  # the same checks and messages
-        top = ET.parse(path).getroot()
-        root.extend([top] if top.tag == "testsuite" else list(top.iter("testsuite")))
+        root.extend(_suites(path))
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
