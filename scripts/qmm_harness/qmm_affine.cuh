@@ -304,8 +304,8 @@ __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
 
 // gather_qmm: product b = blockIdx.z multiplies the M rows of x's batch
 // lhs_indices[b] by the weights, scales and biases of expert rhs_indices[b]
-// (w: [E, N, K * bits / 32]) into out's batch b. A kernel of its own, so
-// that the dense GEMV's code does not change.
+// (w: [E, N, K * bits / 32]) into out's batch b. A kernel of its own:
+// dense decode calls ran slower with the index loads inside their kernel.
 template <typename T, int BITS, int GROUP, int WARPS, int U>
 __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_kernel(
     const T* __restrict__ x,
