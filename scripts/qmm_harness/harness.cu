@@ -21,7 +21,8 @@ struct Gemv {
   cudaStream_t st;
 };
 
-template <typename T, int BITS, int GROUP, int WARPS, int U>
+// DQ: qgemv_block (dequantize first) for dense 4-bit calls too.
+template <typename T, int BITS, int GROUP, int WARPS, int U, bool DQ = false>
 int launch_gemv(const Gemv& a) {
   if ((a.M + 7) / 8 > 65535 || a.B > 65535 || a.B < 1) return -2;
   dim3 grid((a.N + 15) / 16, (a.M + 7) / 8, a.B);
@@ -30,6 +31,11 @@ int launch_gemv(const Gemv& a) {
         <<<grid, WARPS * 32, 0, a.st>>>(
             (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s,
             (const T*)a.b, (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K);
+  } else if (BITS == 4 && !DQ) {
+    // As MLX's launcher: dense 4-bit calls take qgemv_block_q4.
+    qgemv_q4_kernel<T, GROUP, WARPS><<<grid, WARPS * 32, 0, a.st>>>(
+        (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+        (T*)a.out, a.M, a.N, a.K);
   } else {
     qgemv_kernel<T, BITS, GROUP, WARPS, U><<<grid, WARPS * 32, 0, a.st>>>(
         (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
@@ -51,6 +57,8 @@ int gemv_variant(int variant, const Gemv& a) {
       return launch_gemv<T, BITS, GROUP, 2, 4>(a);
     case 4:
       return launch_gemv<T, BITS, GROUP, 8, 1>(a);
+    case 5:
+      return launch_gemv<T, BITS, GROUP, 4, 2, true>(a);
     default:
       return -1;
   }

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include <type_traits>
 
 namespace mlx::core::cu::qmm_affine {
 
@@ -21,6 +22,8 @@ struct Vec2<__nv_bfloat16> {
   // 0x4300 is bf16 128.0: OR-ing a nibble into its mantissa gives 128 + q
   // exactly (bf16 holds every integer up to 256).
   static constexpr uint32_t magic = 0x43004300u;
+  static constexpr float magic_value = 128.0f;
+  static constexpr uint32_t one2 = 0x3F803F80u; // (1, 1)
   static __device__ __forceinline__ type from_float2(float a, float b) {
     return __floats2bfloat162_rn(a, b);
   }
@@ -30,6 +33,8 @@ struct Vec2<__half> {
   using type = __half2;
   // 0x6400 is fp16 1024.0.
   static constexpr uint32_t magic = 0x64006400u;
+  static constexpr float magic_value = 1024.0f;
+  static constexpr uint32_t one2 = 0x3C003C00u; // (1, 1)
   static __device__ __forceinline__ type from_float2(float a, float b) {
     return __floats2half2_rn(a, b);
   }
@@ -63,6 +68,33 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
+  return r;
+}
+
+// Streaming load of 1, 2 or 4 words.
+template <int WORDS>
+__device__ __forceinline__ void ld_stream_words(
+    const uint32_t* p,
+    uint32_t* r) {
+  if constexpr (WORDS == 1) {
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];"
+                 : "=r"(r[0])
+                 : "l"(p));
+  } else if constexpr (WORDS == 2) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "l"(p));
+  } else {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(p));
+  }
+}
+
+// (a & 0x000F000F) | c in one LOP3, c in a register.
+__device__ __forceinline__ uint32_t nibbles_or(uint32_t a, uint32_t c) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xea;" : "=r"(r) : "r"(a), "r"(c));
   return r;
 }
 
@@ -289,6 +321,172 @@ __device__ __forceinline__ void qgemv_block(
   }
 }
 
+// 4-bit decode GEMV with the scale and bias out of the inner loop. The four
+// lanes of a quad read one quantization group of a weight row per step
+// (GROUP / 8 bytes each), so that every MMA sums within one group. The MMA
+// multiplies x by the nibbles as OR-ed into the magic constant (magic + q,
+// one LOP3 per pair), a second MMA with an all-ones A sums x over the same
+// slots, and per group
+//   sum_k x_k (s q_k + b) = s sum_k x_k (magic + q_k) + (b - magic s) sum_k x_k
+// in fp32 (the magic terms cancel there, costing a few of fp32's bits, not
+// T's), with fewer instructions per weight byte than dequantizing first.
+// U groups are loaded before any is used. Tiles and requirements are
+// qgemv_block's.
+template <typename T, int GROUP, int WARPS, int U>
+__device__ __forceinline__ void qgemv_block_q4(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int M,
+    int N,
+    int K) {
+  constexpr int LW = GROUP / 32; // words per lane, row and group
+  constexpr uint32_t magic = Vec2<T>::magic;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  const int n0 = blockIdx.x * 16;
+  const int64_t m0 = int64_t(blockIdx.y) * 8;
+  const int mcount = min(8, int(M - m0));
+  const int words_per_row = K / 8;
+  const int groups_per_row = K / GROUP;
+
+  const int ra = min(n0 + g, N - 1);
+  const int rb = min(n0 + g + 8, N - 1);
+  const uint32_t* wa_ptr = w + int64_t(ra) * words_per_row + t * LW;
+  const uint32_t* wb_ptr = w + int64_t(rb) * words_per_row + t * LW;
+  const T* sa_ptr = scales + int64_t(ra) * groups_per_row;
+  const T* sb_ptr = scales + int64_t(rb) * groups_per_row;
+  const T* ba_ptr = biases + int64_t(ra) * groups_per_row;
+  const T* bb_ptr = biases + int64_t(rb) * groups_per_row;
+  const bool has_x = g < mcount;
+  const uint4* x_ptr =
+      reinterpret_cast<const uint4*>(x + (m0 + (has_x ? g : 0)) * int64_t(K)) +
+      t * LW;
+  const uint32_t ones[4] = {
+      Vec2<T>::one2, Vec2<T>::one2, Vec2<T>::one2, Vec2<T>::one2};
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const uint32_t mg = magic; // in a register: one LOP3 does (w & m) | mg
+
+  // Warp w takes the U consecutive groups from (i * WARPS + w) * U, so that
+  // it reads U * GROUP / 2 contiguous bytes of each row; a last step with
+  // fewer groups checks each one.
+  auto step = [&](int gb, auto checked) {
+    constexpr bool chk = decltype(checked)::value;
+    // Step base pointers, so that each group's loads take an immediate
+    // offset.
+    const uint32_t* pwa = wa_ptr + gb * (GROUP / 8);
+    const uint32_t* pwb = wb_ptr + gb * (GROUP / 8);
+    const T* psa = sa_ptr + gb;
+    const T* psb = sb_ptr + gb;
+    const T* pba = ba_ptr + gb;
+    const T* pbb = bb_ptr + gb;
+    const uint4* px = x_ptr + gb * (GROUP / 8);
+    uint32_t wa[U][LW], wb[U][LW];
+    T sa[U], sb[U], ba[U], bb[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!chk || gb + u < groups_per_row) {
+        ld_stream_words<LW>(pwa + u * (GROUP / 8), wa[u]);
+        ld_stream_words<LW>(pwb + u * (GROUP / 8), wb[u]);
+        sa[u] = psa[u];
+        sb[u] = psb[u];
+        ba[u] = pba[u];
+        bb[u] = pbb[u];
+      } else {
+#pragma unroll
+        for (int j = 0; j < LW; ++j) {
+          wa[u][j] = wb[u][j] = 0;
+        }
+        sa[u] = sb[u] = ba[u] = bb[u] = T(0.f);
+      }
+    }
+    auto load_x = [&](int u, uint4* xv) {
+      bool valid = has_x && (!chk || gb + u < groups_per_row);
+#pragma unroll
+      for (int j = 0; j < LW; ++j) {
+        xv[j] = valid ? px[u * (GROUP / 8) + j] : make_uint4(0, 0, 0, 0);
+      }
+    };
+    uint4 xv[2][LW];
+    load_x(0, xv[0]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (u + 1 < U) {
+        load_x(u + 1, xv[(u + 1) & 1]);
+      }
+      float part[4] = {0.f, 0.f, 0.f, 0.f};
+      float xsum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < LW; ++j) {
+        const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[u & 1][j]);
+        uint32_t da[4], db[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          da[i] = nibbles_or(wa[u][j] >> (4 * i), mg);
+          db[i] = nibbles_or(wb[u][j] >> (4 * i), mg);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          uint32_t a[4] = {da[2 * h], db[2 * h], da[2 * h + 1], db[2 * h + 1]};
+          uint32_t b0 = prmt(xw[h], xw[h + 2], 0x5410u);
+          uint32_t b1 = prmt(xw[h], xw[h + 2], 0x7632u);
+          mma_16816<T>(part, a, b0, b1);
+          mma_16816<T>(xsum, ones, b0, b1);
+        }
+      }
+      float fsa = float(sa[u]), fsb = float(sb[u]);
+      float fba = fmaf(-Vec2<T>::magic_value, fsa, float(ba[u]));
+      float fbb = fmaf(-Vec2<T>::magic_value, fsb, float(bb[u]));
+      acc[0] = fmaf(fsa, part[0], fmaf(fba, xsum[0], acc[0]));
+      acc[1] = fmaf(fsa, part[1], fmaf(fba, xsum[1], acc[1]));
+      acc[2] = fmaf(fsb, part[2], fmaf(fbb, xsum[2], acc[2]));
+      acc[3] = fmaf(fsb, part[3], fmaf(fbb, xsum[3], acc[3]));
+    }
+  };
+  int gb = warp * U;
+  for (; gb + U <= groups_per_row; gb += WARPS * U) {
+    step(gb, std::false_type{});
+  }
+  if (gb < groups_per_row) {
+    step(gb, std::true_type{});
+  }
+
+  if constexpr (WARPS > 1) {
+    __shared__ float red[WARPS - 1][4][32];
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        red[warp - 1][i][lane] = acc[i];
+      }
+    }
+    __syncthreads();
+    if (warp > 0) {
+      return;
+    }
+#pragma unroll
+    for (int wi = 0; wi < WARPS - 1; ++wi) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[i] += red[wi][i][lane];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int n = n0 + g + (i >> 1) * 8;
+    int m = 2 * t + (i & 1);
+    if (n < N && m < mcount) {
+      out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
+    }
+  }
+}
+
 template <typename T, int BITS, int GROUP, int WARPS, int U>
 __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
     const T* __restrict__ x,
@@ -300,6 +498,23 @@ __global__ void __launch_bounds__(WARPS * 32) qgemv_kernel(
     int N,
     int K) {
   qgemv_block<T, BITS, GROUP, WARPS, U>(x, w, scales, biases, out, M, N, K);
+}
+
+// Dense 4-bit calls: qgemv_block_q4 with 2 KB of weights per warp and step,
+// as qgemv_block's U = 2. Minimum blocks of 1 in the launch bounds leaves
+// ptxas the registers to issue a step's loads before its first MMA.
+template <typename T, int GROUP, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1) qgemv_q4_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int M,
+    int N,
+    int K) {
+  qgemv_block_q4<T, GROUP, WARPS, 256 / GROUP>(
+      x, w, scales, biases, out, M, N, K);
 }
 
 // gather_qmm: product b = blockIdx.z multiplies the M rows of x's batch

@@ -26,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = None
 ACTIVE = []  # the GEMV variants check and bench-gemv run (--variants)
 
-VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1"}
+VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1",
+            5: "dq-w4u2"}
 
 
 def build(arch, out):
