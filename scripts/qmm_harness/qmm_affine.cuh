@@ -172,6 +172,51 @@ dequant_word8(uint32_t w, float s, float b, uint32_t* out) {
   }
 }
 
+// The end of a qgemv block: the WARPS warps' accumulators summed through
+// shared memory, warp 0 storing the 16 x 8 tile (acc: [0,1] = W row g, x
+// rows 2t, 2t+1; [2,3] = W row g+8).
+template <typename T, int WARPS>
+__device__ __forceinline__ void qgemv_store(
+    float* acc,
+    T* __restrict__ out,
+    int n0,
+    int64_t m0,
+    int mcount,
+    int N) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  if constexpr (WARPS > 1) {
+    __shared__ float red[WARPS - 1][4][32];
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        red[warp - 1][i][lane] = acc[i];
+      }
+    }
+    __syncthreads();
+    if (warp > 0) {
+      return;
+    }
+#pragma unroll
+    for (int wi = 0; wi < WARPS - 1; ++wi) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[i] += red[wi][i][lane];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int n = n0 + g + (i >> 1) * 8;
+    int m = 2 * t + (i & 1);
+    if (n < N && m < mcount) {
+      out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
+    }
+  }
+}
+
 // Decode GEMV for M <= 8 rows of x per block row: each warp computes a 16 x 8
 // tile of out^T = W x^T with mma.sync (rows of W are the MMA's M, rows of x
 // its N), streaming 16 bytes of W per lane and row. The K order inside a
@@ -290,35 +335,7 @@ __device__ __forceinline__ void qgemv_block(
     }
   }
 
-  // acc: [0,1] = rows g, x rows 2t, 2t+1; [2,3] = row g+8.
-  if constexpr (WARPS > 1) {
-    __shared__ float red[WARPS - 1][4][32];
-    if (warp > 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        red[warp - 1][i][lane] = acc[i];
-      }
-    }
-    __syncthreads();
-    if (warp > 0) {
-      return;
-    }
-#pragma unroll
-    for (int wi = 0; wi < WARPS - 1; ++wi) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc[i] += red[wi][i][lane];
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    int n = n0 + g + (i >> 1) * 8;
-    int m = 2 * t + (i & 1);
-    if (n < N && m < mcount) {
-      out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
-    }
-  }
+  qgemv_store<T, WARPS>(acc, out, n0, m0, mcount, N);
 }
 
 // 4-bit decode GEMV with the scale and bias out of the inner loop. The four
@@ -457,34 +474,7 @@ __device__ __forceinline__ void qgemv_block_q4(
     step(gb, std::true_type{});
   }
 
-  if constexpr (WARPS > 1) {
-    __shared__ float red[WARPS - 1][4][32];
-    if (warp > 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        red[warp - 1][i][lane] = acc[i];
-      }
-    }
-    __syncthreads();
-    if (warp > 0) {
-      return;
-    }
-#pragma unroll
-    for (int wi = 0; wi < WARPS - 1; ++wi) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc[i] += red[wi][i][lane];
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    int n = n0 + g + (i >> 1) * 8;
-    int m = 2 * t + (i & 1);
-    if (n < N && m < mcount) {
-      out[(m0 + m) * int64_t(N) + n] = T(acc[i]);
-    }
-  }
+  qgemv_store<T, WARPS>(acc, out, n0, m0, mcount, N);
 }
 
 template <typename T, int BITS, int GROUP, int WARPS, int U>
