@@ -345,11 +345,20 @@ def to_mx(mx: Any, array: Any, dtype: str) -> Any:
     return mx.array(np.asarray(array, np.float32)).astype(getattr(mx, dtype))
 
 
+def to_host(mx: Any, array: Any) -> np.ndarray:
+    """An MLX array as NumPy, evaluated first. MLX's buffer protocol cannot
+    raise: an error while NumPy's conversion evaluates the graph (out of
+    memory, a path that refuses the call) ends the process, where mx.eval
+    raises it as a Python exception."""
+    mx.eval(array)
+    return np.array(array)
+
+
 def to_np(mx: Any, array: Any) -> np.ndarray:
     """An MLX array as float32 NumPy (exact for fp16/bf16)."""
     if array.dtype == mx.bool_:
-        return np.array(array)
-    return np.array(array.astype(mx.float32))
+        return to_host(mx, array)
+    return to_host(mx, array.astype(mx.float32))
 
 
 def sdpa(mx: Any, q: Any, k: Any, v: Any, scale: float, mask: Any = None,

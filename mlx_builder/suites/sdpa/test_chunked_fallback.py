@@ -69,8 +69,14 @@ def sdpa(q, k, v, mask, sinks, scale):
     return mx.fast.scaled_dot_product_attention(
         q, k, v, scale=scale, mask=mask, sinks=sinks, stream=mx.cpu)
 
+def host(a):
+    # Evaluated first: an error while NumPy's conversion evaluates would
+    # end the process instead of raising.
+    mx.eval(a)
+    return np.array(a)
+
 def f32(a):
-    return np.array(a.astype(mx.float32))
+    return host(a.astype(mx.float32))
 
 out = {}
 if spec["mode"] == "grid":
@@ -101,7 +107,7 @@ elif spec["mode"] == "gpu":
                for sh in ((B, hq, L, D), (B, hkv, L, D), (B, hkv, L, D)))
     o = mx.fast.scaled_dot_product_attention(q, k, v, scale=D ** -0.5, mask="causal")
     # bfloat16 -> float16 is exact for attention outputs (|o| <= max |v|).
-    out["o"] = np.array(o.astype(mx.float16))
+    out["o"] = host(o.astype(mx.float16))
 elif spec["mode"] == "transforms":
     q, k, v, mask, sinks, scale = inputs(7, "float32", "causal+sinks", 4, 2, 37, 101)
     loss = lambda q, k, v: sdpa(q, k, v, mask, sinks, scale).sum()

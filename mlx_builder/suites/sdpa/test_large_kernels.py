@@ -33,7 +33,15 @@ from sdpa_support import MLX_MISSING
 mx = pytest.importorskip("mlx.core", reason=MLX_MISSING)
 
 import numpy as np  # noqa: E402
-from sdpa_support import GIB, device_memory_bytes, gpu_backend, is_oom, no_gpu_reason, rel_error  # noqa: E402
+from sdpa_support import (  # noqa: E402
+    GIB,
+    device_memory_bytes,
+    gpu_backend,
+    is_oom,
+    no_gpu_reason,
+    rel_error,
+    to_host,
+)
 
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
@@ -92,7 +100,7 @@ def boundary_rows(rows: int, row_elems: int, limits=(I32,)) -> list[int]:
 
 
 def to_f32(a) -> np.ndarray:
-    return np.array(a.astype(mx.float32))
+    return to_host(mx, a.astype(mx.float32))
 
 
 def normal(shape, scale=1.0, key=0):
@@ -207,7 +215,7 @@ def test_window_mask_past_2_31(N):
         mx.eval(mask)
         j = np.arange(N)
         for r in boundary_rows(N, N, (I32, U32)):
-            got = np.array(mask[r:r + SLICE])
+            got = to_host(mx, mask[r:r + SLICE])
             i = np.arange(r, r + SLICE)[:, None]
             ref = (i >= j) & (i < j + window)
             bad = np.argwhere(got != ref)
@@ -349,7 +357,7 @@ def test_embedding_gather_past_2_31():
         mx.eval(table, idx)
         out = mx.take(table, idx, axis=0)
         mx.eval(out)
-        idx_np = np.array(idx)
+        idx_np = to_host(mx, idx)
         for r in boundary_rows(T, D, (I32,)):
             got = to_f32(out[r:r + SLICE])
             for i in range(SLICE):

@@ -37,6 +37,7 @@ from sdpa_support import (  # noqa: E402
     no_gpu_reason,
     rel_error,
     run_json,
+    to_host,
 )
 
 if gpu_backend(mx) is None:
@@ -74,10 +75,10 @@ def case_error(xshape: tuple[int, ...], n: int, bits: int, group: int,
     y = mx.quantized_matmul(x, wq, scales, biases, transpose=True,
                             group_size=group, bits=bits)
     mx.eval(y)
-    f64 = [np.asarray(a.astype(mx.float32)).astype(np.float64)
+    f64 = [to_host(mx, a.astype(mx.float32)).astype(np.float64)
            for a in (scales, biases, x, y)]
     s64, b64, x64, y64 = f64
-    q = unpack(np.asarray(wq), bits).reshape(n, k // group, group)
+    q = unpack(to_host(mx, wq), bits).reshape(n, k // group, group)
     deq = (q * s64[..., None] + b64[..., None]).reshape(n, k)
     return rel_error(y64, x64 @ deq.T)
 
@@ -136,9 +137,9 @@ def gather_case_error(case, bits: int, group: int, dtype: str, seed: int) -> flo
                       rhs_indices=mx.array(rhs), transpose=True, group_size=group,
                       bits=bits, sorted_indices=sorted_indices)
     mx.eval(y)
-    s64, b64, x64, y64 = [np.asarray(a.astype(mx.float32)).astype(np.float64)
+    s64, b64, x64, y64 = [to_host(mx, a.astype(mx.float32)).astype(np.float64)
                           for a in (scales, biases, x, y)]
-    q = unpack(np.asarray(wq), bits).reshape(E, n, k // group, group)
+    q = unpack(to_host(mx, wq), bits).reshape(E, n, k // group, group)
     deq = (q * s64[..., None] + b64[..., None]).reshape(E, n, k)
     # gather_qmm's rule: lhs defaults to x's batches in order; both broadcast.
     batch = xshape[:-2]

@@ -20,6 +20,7 @@ from sdpa_support import (
     run_json,
     same_as_fallback,
     sample_rows,
+    to_host,
 )
 
 
@@ -161,3 +162,34 @@ def test_run_json_passes_env_and_reports_failures():
         run_json("raise SystemExit('boom')")
     with pytest.raises(RuntimeError, match="no JSON"):
         run_json("print('plain text')")
+
+
+class _Lazy:
+    """An array whose values exist only once mx.eval has run on it."""
+
+    def __init__(self) -> None:
+        self.evaluated = False
+
+    def __array__(self, dtype=None, copy=None):
+        assert self.evaluated, "converted before evaluation"
+        return np.arange(3.0)
+
+
+class _FakeMx:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+
+    def eval(self, *arrays) -> None:
+        if self.error is not None:
+            raise self.error
+        for a in arrays:
+            a.evaluated = True
+
+
+def test_to_host_evaluates_before_numpy_reads():
+    assert to_host(_FakeMx(), _Lazy()).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_to_host_raises_what_evaluation_raises():
+    with pytest.raises(ValueError, match="refused"):
+        to_host(_FakeMx(ValueError("refused")), _Lazy())
