@@ -14,8 +14,9 @@ JUnit XML and log:
 5. ``greedy`` — the same file's greedy identity check (GPU, mlx-lm).
 
 GPU parts are skipped, with the probe's reason, when the wheel sees no GPU.
-``jobs`` > 1 runs the sdpa part in that many pytest processes at once, one
-JUnit XML per process merged into the part's. A rich table sums the parts
+``jobs`` > 1 runs the sdpa part in that many pytest processes at once, then
+its tests marked ``solo`` (those that plan for most of the GPU's memory) in
+one process alone, one JUnit XML per process merged into the part's. A rich table sums the parts
 up; any failed part raises TestFailureError.
 """
 
@@ -90,6 +91,9 @@ DEFAULT_PARTS = tuple(p.key for p in PARTS if p.default)
 # The memory and model parts measure peaks and run alone.
 SHARDABLE_PARTS = ("sdpa",)
 SHARD_ENV = "MLX_BUILDER_SHARD"
+# MLX_BUILDER_SHARD's value for the process that runs the part's tests marked
+# solo (the suite's conftest keeps them out of every shard).
+SOLO_SHARD = "solo"
 
 
 @dataclass
@@ -439,21 +443,25 @@ def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str
                 junit_dir: Path, rootdir: Path, env: Mapping[str, str],
                 pytest_args: Sequence[str], jobs: int) -> PartResult:
     """``part`` in ``jobs`` pytest processes at once (process i with
-    MLX_BUILDER_SHARD=i/jobs), judged as one: <part>.xml holds every
-    shard's suite; a shard that wrote no JUnit XML makes the part an error
-    that names that shard's log."""
+    MLX_BUILDER_SHARD=i/jobs), then its tests marked solo in one process
+    alone (MLX_BUILDER_SHARD=solo: they plan for most of the GPU's memory),
+    judged as one: <part>.xml holds every process's suite; a process that
+    wrote no JUnit XML makes the part an error that names its log."""
     stop = threading.Event()
 
     def keep_going(_line: str) -> bool:
         return not stop.is_set()  # False kills that shard's pytest
 
-    def shard(i: int) -> tuple[int, Path, Path]:
-        junit = junit_dir / f"{part.key}-{i + 1}of{jobs}.xml"
-        rc, log = run_pytest(runner, vpy, f"test-{part.key}-{i + 1}of{jobs}", targets,
+    def run_shard(name: str, value: str) -> tuple[int, Path, Path]:
+        junit = junit_dir / f"{part.key}-{name}.xml"
+        rc, log = run_pytest(runner, vpy, f"test-{part.key}-{name}", targets,
                              junit=junit, rootdir=rootdir,
-                             env={**env, SHARD_ENV: f"{i}/{jobs}"},
+                             env={**env, SHARD_ENV: value},
                              pytest_args=pytest_args, on_line=keep_going)
         return rc, junit, log
+
+    def shard(i: int) -> tuple[int, Path, Path]:
+        return run_shard(f"{i + 1}of{jobs}", f"{i}/{jobs}")
 
     # An interrupt or error here stops every shard at its next line of output
     # instead of leaving pytest processes running behind the command.
@@ -466,6 +474,7 @@ def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str
         raise
     finally:
         pool.shutdown(wait=True)
+    shards.append(run_shard(SOLO_SHARD, SOLO_SHARD))
     for rc, junit, log in shards:
         if not junit.is_file():
             return judge_part(part, rc, junit, log)

@@ -474,6 +474,9 @@ def test_case(n, record_property):
     record_property("shard", os.environ.get("MLX_BUILDER_SHARD", ""))
     assert n != 4, "case 4 fails"
 def test_last(): pass
+@pytest.mark.solo
+def test_alone(record_property):
+    record_property("shard", os.environ.get("MLX_BUILDER_SHARD", ""))
 '''
 
 
@@ -503,6 +506,16 @@ def test_each_shard_takes_every_nth_test_and_together_they_take_all(tmp_path):
     assert sorted(seen) == sorted([f"test_case[{n}]" for n in range(6)] + ["test_last"])
 
 
+def test_the_solo_shard_takes_only_the_tests_marked_solo(tmp_path):
+    folder = shard_folder(tmp_path)
+    junit = tmp_path / "solo.xml"
+    cmd = testing.pytest_command(sys.executable, [str(folder / "test_sample.py")],
+                                 junit, folder)
+    subprocess.run(cmd, cwd=folder, capture_output=True,
+                   env={**os.environ, testing.SHARD_ENV: testing.SOLO_SHARD})
+    assert [c.name for c in parse_junit(junit).cases] == ["test_alone"]
+
+
 @pytest.mark.parametrize("value", ["3/3", "x/2", "1", "0/0", "-1/2"])
 def test_a_bad_shard_value_is_a_usage_error(tmp_path, value):
     folder = shard_folder(tmp_path)
@@ -511,6 +524,7 @@ def test_a_bad_shard_value_is_a_usage_error(tmp_path, value):
                          text=True, env={**os.environ, testing.SHARD_ENV: value})
     assert res.returncode == 4
     assert "MLX_BUILDER_SHARD" in res.stderr and "0 <= i < n" in res.stderr
+    assert "or solo" in res.stderr
 
 
 def test_combined_returncode():
@@ -534,15 +548,16 @@ def test_a_part_in_three_processes_is_judged_as_one(tmp_path):
     result = run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite"), jobs=3)
     assert result.status == "failed" and "case 4 fails" in result.note
     assert result.report is not None
-    assert result.report.counts == {"passed": 6, "failed": 1, "error": 0, "skipped": 0}
+    assert result.report.counts == {"passed": 7, "failed": 1, "error": 0, "skipped": 0}
     merged = parse_junit(tmp_path / "junit" / "sdpa.xml")
-    assert len(merged.cases) == 7
-    shards = {dict(c.properties).get("shard") for c in merged.cases if c.properties}
-    assert shards == {"0/3", "1/3", "2/3"}
+    assert len(merged.cases) == 8
+    shard_of = {c.name: dict(c.properties).get("shard") for c in merged.cases if c.properties}
+    assert set(shard_of.values()) == {"0/3", "1/3", "2/3", "solo"}
+    assert shard_of["test_alone"] == "solo"
     logs = sorted(p.name for p in (tmp_path / "logs").glob("*.log"))
-    assert [name.split("-", 1)[1] for name in logs] == [
-        f"test-sdpa-{i}of3.log" for i in (1, 2, 3)]
-    assert len({name.split("-", 1)[0] for name in logs}) == 3  # numbered apart
+    assert sorted(name.split("-", 1)[1] for name in logs) == sorted(
+        [f"test-sdpa-{i}of3.log" for i in (1, 2, 3)] + ["test-sdpa-solo.log"])
+    assert len({name.split("-", 1)[0] for name in logs}) == 4  # numbered apart
 
 
 def test_a_shard_that_dies_makes_the_part_an_error_naming_its_log(tmp_path):
@@ -559,7 +574,7 @@ def test_dies_in_its_shard():
 
 def test_one_job_keeps_the_single_process_run(tmp_path):
     result = run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite"), jobs=1)
-    assert result.report is not None and len(result.report.cases) == 7
+    assert result.report is not None and len(result.report.cases) == 8
     logs = [p.name for p in (tmp_path / "logs").glob("*.log")]
     assert len(logs) == 1 and logs[0].endswith("test-sdpa.log")
 

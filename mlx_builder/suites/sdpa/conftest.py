@@ -8,6 +8,9 @@ MLX_BUILDER_SHARD=i/n keeps every n-th collected test from the i-th (0-based)
 and deselects the others: `mlx-builder test --jobs n` runs a part in n
 processes that way. Taking every n-th test rather than a block spreads the
 heavy parametrizations (long sequences, large head dims) over the shards.
+Tests marked `solo` plan for most of the GPU's memory, so no shard takes
+them: MLX_BUILDER_SHARD=solo keeps only those, and the command runs that
+process alone after the shards.
 """
 
 from __future__ import annotations
@@ -27,15 +30,21 @@ def pytest_configure(config):
     for line in (
         "gpu: needs a CUDA or Metal GPU and a built MLX wheel; skipped otherwise",
         "long: long-context case, runs only with MLX_BUILDER_LONG=1",
+        "solo: plans for most of the GPU's memory; with --jobs it runs alone "
+        "after the shards",
     ):
         config.addinivalue_line("markers", line)
 
 
 SHARD_ENV = "MLX_BUILDER_SHARD"
+SOLO = "solo"
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """'i/n' -> (i, n) with 0 <= i < n; pytest.UsageError otherwise."""
+def parse_shard(text: str) -> tuple[int, int] | None:
+    """'i/n' -> (i, n) with 0 <= i < n, 'solo' -> None; pytest.UsageError
+    otherwise."""
+    if text == SOLO:
+        return None
     index, sep, count = text.partition("/")
     try:
         i, n = int(index), int(count)
@@ -43,7 +52,8 @@ def parse_shard(text: str) -> tuple[int, int]:
         i, n = -1, 0
     if not sep or n < 1 or not 0 <= i < n:
         raise pytest.UsageError(
-            f"{SHARD_ENV}={text!r} is not i/n with 0 <= i < n (e.g. 0/4)")
+            f"{SHARD_ENV}={text!r} is not i/n with 0 <= i < n (e.g. 0/4) "
+            f"or {SOLO}")
     return i, n
 
 
@@ -51,9 +61,16 @@ def pytest_collection_modifyitems(config, items):
     text = os.environ.get(SHARD_ENV)
     if not text:
         return
-    i, n = parse_shard(text)
-    keep = [item for k, item in enumerate(items) if k % n == i]
-    drop = [item for k, item in enumerate(items) if k % n != i]
+    shard = parse_shard(text)
+    solo = [item for item in items if item.get_closest_marker(SOLO)]
+    shared = [item for item in items if not item.get_closest_marker(SOLO)]
+    if shard is None:
+        keep = solo
+    else:
+        i, n = shard
+        keep = [item for k, item in enumerate(shared) if k % n == i]
+    kept = {id(item) for item in keep}
+    drop = [item for item in items if id(item) not in kept]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

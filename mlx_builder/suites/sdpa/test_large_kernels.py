@@ -46,7 +46,9 @@ from sdpa_support import (  # noqa: E402
 if gpu_backend(mx) is None:
     pytest.skip(no_gpu_reason(mx), allow_module_level=True)
 
-pytestmark = pytest.mark.gpu
+# Each test plans for up to USABLE of the device: with --jobs they run
+# alone, after the shards.
+pytestmark = [pytest.mark.gpu, pytest.mark.solo]
 
 I32 = 2 ** 31
 U32 = 2 ** 32
