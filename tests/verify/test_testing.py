@@ -527,6 +527,33 @@ def test_a_bad_shard_value_is_a_usage_error(tmp_path, value):
     assert "or solo" in res.stderr
 
 
+def fake_mlx(root: Path) -> Path:
+    """A package `mlx.core` whose clear_cache() appends a line to calls.txt."""
+    pkg = root / "fakemlx" / "mlx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text(
+        "def clear_cache():\n"
+        f"    with open({str(root / 'calls.txt')!r}, 'a') as f:\n"
+        "        f.write('clear\\n')\n")
+    return pkg.parent
+
+
+@pytest.mark.parametrize("shard,calls", [("0/2", 4), ("solo", 1), (None, 0)])
+def test_shards_hand_mlx_cached_memory_back_after_each_test(tmp_path, shard, calls):
+    folder = shard_folder(tmp_path, "import mlx.core\n" + SEVEN_TESTS)
+    env = {**os.environ, "PYTHONPATH": str(fake_mlx(tmp_path))}
+    env.pop(testing.SHARD_ENV, None)
+    if shard is not None:
+        env[testing.SHARD_ENV] = shard
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-c", str(folder / "pytest.ini"),
+                          str(folder / "test_sample.py")], cwd=folder, capture_output=True,
+                         text=True, env=env)
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    log = tmp_path / "calls.txt"
+    assert (log.read_text().count("clear") if log.exists() else 0) == calls
+
+
 def test_combined_returncode():
     assert testing.combined_returncode([0, 0, 5]) == 0
     assert testing.combined_returncode([5, 5]) == 5
