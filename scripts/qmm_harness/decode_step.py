@@ -15,8 +15,10 @@ mlx-lm's 2048-token steps, then measures, in ms per step:
   no_qmm         the pipelined step with every QuantizedLinear replaced by
                  a zeros fill: everything but the quantized matmuls (the
                  tied-embedding head, one call, still runs)
-  host_per_op    MLX's host cost per op: as many tiny quantized matmuls as
-                 the step has, and 2000 tiny adds, evaluated together
+  host_per_op    MLX's cost per op: as many tiny quantized matmuls as the
+                 step has, and 2000 tiny adds, evaluated together, split
+                 into the graph build, async_eval (encode and launch) and
+                 the whole with the GPU's run
 
 The JSON also lists the step's quantized-matmul shapes (qmm_shapes) for
 `run.py bench-list --shapes step.json`, which times the same calls through
@@ -71,6 +73,26 @@ def timed_evals(mx, fn, reps):
         mx.eval(fn())
     mx.synchronize()
     return (time.perf_counter() - t) / reps * 1e3
+
+
+def host_split(mx, fn, reps):
+    """(graph build, async_eval, whole) ms per call of fn: the Python and
+    C++ op construction, MLX's encode and launch without waiting for the
+    GPU, and both with the GPU's run to the end."""
+    mx.eval(fn())
+    mx.synchronize()
+    tb = te = 0.0
+    t = time.perf_counter()
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        outs = fn()
+        t1 = time.perf_counter()
+        mx.async_eval(outs)
+        t2 = time.perf_counter()
+        mx.synchronize()
+        tb, te = tb + t1 - t0, te + t2 - t1
+    total = time.perf_counter() - t
+    return tb / reps * 1e3, te / reps * 1e3, total / reps * 1e3
 
 
 def cudart():
@@ -193,8 +215,11 @@ def main():
             acc = acc + tiny[i % 4]
         return [acc]
 
-    out["host_us_per_qmm"] = timed_evals(mx, tiny_qmm, 10) / n_q * 1e3
-    out["host_us_per_add"] = timed_evals(mx, tiny_add, 10) / 2000 * 1e3
+    for name, fn, n in (("qmm", tiny_qmm, n_q), ("add", tiny_add, 2000)):
+        build, encode, whole = host_split(mx, fn, 10)
+        out[f"host_us_per_{name}"] = whole / n * 1e3
+        out[f"host_us_per_{name}_build"] = build / n * 1e3
+        out[f"host_us_per_{name}_async_eval"] = encode / n * 1e3
 
     if a.profile_range:
         rt = cudart()
