@@ -73,8 +73,8 @@ def newest_wheel(folder: Path) -> Path:
               help="Extra argument for every pytest run, e.g. -x or -k EXPR (repeatable).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1, max=64), default=1, show_default=True,
               help="Run the sdpa part in this many pytest processes at once (each takes "
-                   "every N-th test), then its tests marked solo alone; the memory and "
-                   "model parts always run alone.")
+                   "every N-th test, with cores / N BLAS and OpenMP threads), then its "
+                   "tests marked solo alone; the memory and model parts always run alone.")
 @click.pass_obj
 def command(settings: Settings, wheel: Path | None, python: str, venv_dir: Path | None,
             reuse_venv: bool, system_site_packages: bool, no_deps: bool,

@@ -94,6 +94,27 @@ SHARD_ENV = "MLX_BUILDER_SHARD"
 # MLX_BUILDER_SHARD's value for the process that runs the part's tests marked
 # solo (the suite's conftest keeps them out of every shard).
 SOLO_SHARD = "solo"
+# The thread pools of NumPy's BLAS and of OpenMP: each process's float64
+# references would start one thread per core, so N shards at once would start
+# N times the cores and spend them waiting on each other.
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def shard_threads(env: Mapping[str, str], jobs: int, cores: int) -> dict[str, str]:
+    """The thread-pool variables each of ``jobs`` shards gets: an equal share
+    of ``cores``, at least 1, for every variable neither ``env`` nor this
+    process's environment sets (a user's own value is kept)."""
+    share = str(max(1, cores // jobs))
+    return {var: share for var in THREAD_VARS
+            if var not in env and var not in os.environ}
 
 
 @dataclass
@@ -446,22 +467,25 @@ def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str
     MLX_BUILDER_SHARD=i/jobs), then its tests marked solo in one process
     alone (MLX_BUILDER_SHARD=solo: they plan for most of the GPU's memory),
     judged as one: <part>.xml holds every process's suite; a process that
-    wrote no JUnit XML makes the part an error that names its log."""
+    wrote no JUnit XML makes the part an error that names its log. The shards
+    share the cores' BLAS and OpenMP threads (shard_threads); the solo
+    process runs alone and keeps the defaults."""
     stop = threading.Event()
+    threads = shard_threads(env, jobs, usable_cores())
 
     def keep_going(_line: str) -> bool:
         return not stop.is_set()  # False kills that shard's pytest
 
-    def run_shard(name: str, value: str) -> tuple[int, Path, Path]:
+    def run_shard(name: str, value: str, extra: Mapping[str, str]) -> tuple[int, Path, Path]:
         junit = junit_dir / f"{part.key}-{name}.xml"
         rc, log = run_pytest(runner, vpy, f"test-{part.key}-{name}", targets,
                              junit=junit, rootdir=rootdir,
-                             env={**env, SHARD_ENV: value},
+                             env={**env, **extra, SHARD_ENV: value},
                              pytest_args=pytest_args, on_line=keep_going)
         return rc, junit, log
 
     def shard(i: int) -> tuple[int, Path, Path]:
-        return run_shard(f"{i + 1}of{jobs}", f"{i}/{jobs}")
+        return run_shard(f"{i + 1}of{jobs}", f"{i}/{jobs}", threads)
 
     # An interrupt or error here stops every shard at its next line of output
     # instead of leaving pytest processes running behind the command.
@@ -474,7 +498,7 @@ def run_sharded(runner: StepRunner, vpy: Path, part: Part, targets: Sequence[str
         raise
     finally:
         pool.shutdown(wait=True)
-    shards.append(run_shard(SOLO_SHARD, SOLO_SHARD))
+    shards.append(run_shard(SOLO_SHARD, SOLO_SHARD, {}))
     for rc, junit, log in shards:
         if not junit.is_file():
             return judge_part(part, rc, junit, log)

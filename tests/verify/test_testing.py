@@ -469,14 +469,19 @@ def test_parse_parts_default_and_fullscale():
 SEVEN_TESTS = '''
 import os
 import pytest
+def threads():
+    return ",".join(os.environ.get(v, "-") for v in
+                    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
 @pytest.mark.parametrize("n", range(6))
 def test_case(n, record_property):
     record_property("shard", os.environ.get("MLX_BUILDER_SHARD", ""))
+    record_property("threads", threads())
     assert n != 4, "case 4 fails"
 def test_last(): pass
 @pytest.mark.solo
 def test_alone(record_property):
     record_property("shard", os.environ.get("MLX_BUILDER_SHARD", ""))
+    record_property("threads", threads())
 '''
 
 
@@ -585,6 +590,28 @@ def test_a_part_in_three_processes_is_judged_as_one(tmp_path):
     assert sorted(name.split("-", 1)[1] for name in logs) == sorted(
         [f"test-sdpa-{i}of3.log" for i in (1, 2, 3)] + ["test-sdpa-solo.log"])
     assert len({name.split("-", 1)[0] for name in logs}) == 4  # numbered apart
+
+
+def test_shards_share_the_cores_threads_and_the_solo_process_keeps_the_defaults(
+        tmp_path, monkeypatch):
+    for var in testing.THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "5")  # a user's own value stays
+    monkeypatch.setattr(testing, "usable_cores", lambda: 7)
+    run_sdpa_part(tmp_path, shard_folder(tmp_path / "suite"), jobs=3)
+    merged = parse_junit(tmp_path / "junit" / "sdpa.xml")
+    seen = {c.name: dict(c.properties) for c in merged.cases if c.properties}
+    assert {p["threads"] for n, p in seen.items() if p["shard"] != "solo"} == {"2,2,5"}
+    assert seen["test_alone"]["threads"] == "-,-,5"
+
+
+@pytest.mark.parametrize("jobs,cores,share", [(12, 16, "1"), (4, 16, "4"), (3, 2, "1"),
+                                              (1, 8, "8")])
+def test_shard_threads_split_the_cores(monkeypatch, jobs, cores, share):
+    for var in testing.THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert testing.shard_threads({}, jobs, cores) == dict.fromkeys(testing.THREAD_VARS, share)
+    assert "OMP_NUM_THREADS" not in testing.shard_threads({"OMP_NUM_THREADS": "3"}, jobs, cores)
 
 
 def test_a_shard_that_dies_makes_the_part_an_error_naming_its_log(tmp_path):
