@@ -80,7 +80,8 @@ def f32(a):
 
 out = {}
 if spec["mode"] == "grid":
-    for i, (dtype, mask_kind, (hq, hkv), (ql, kl)) in enumerate(spec["cases"]):
+    # [index, case] pairs: the index seeds the case's inputs and keys its output.
+    for i, (dtype, mask_kind, (hq, hkv), (ql, kl)) in spec["cases"]:
         out[str(i)] = f32(sdpa(*inputs(i, dtype, mask_kind, hq, hkv, ql, kl)))
 elif spec["mode"] == "memory":
     res = {}
@@ -166,13 +167,26 @@ def patched() -> None:
                     f"(scores {mem['scores']})")
 
 
+def _grid_cases_run_here(session: pytest.Session) -> list[list]:
+    """[index, case] for every case a test of this process reads from the
+    grid: all of them in one process, a shard's share of them under
+    `mlx-builder test --jobs` (the shards would otherwise each run the whole
+    grid)."""
+    here = Path(__file__)
+    wanted = {item.callspec.params["index"] for item in session.items
+              if getattr(item, "path", None) == here and hasattr(item, "callspec")
+              and "grid" in item.fixturenames}
+    return [[i, CASES[i]] for i in sorted(wanted)]
+
+
 @pytest.fixture(scope="module")
-def grid(patched, tmp_path_factory) -> dict[str, dict[str, np.ndarray]]:
+def grid(patched, request, tmp_path_factory) -> dict[str, dict[str, np.ndarray]]:
     folder = tmp_path_factory.mktemp("chunked")
+    cases = _grid_cases_run_here(request.session)
     out = {}
     for name, budget in BUDGETS.items():
         path = folder / f"{name}.npz"
-        _worker({"mode": "grid", "cases": CASES, "out": str(path)}, budget)
+        _worker({"mode": "grid", "cases": cases, "out": str(path)}, budget)
         with np.load(path) as data:
             out[name] = {k: data[k] for k in data.files}
     return out
@@ -249,7 +263,7 @@ def test_peak_memory_is_bounded_by_the_budget(patched):
 
 
 def test_below_the_budget_nothing_changes(patched, tmp_path):
-    cases = [c for c in CASES if c[0] == "float16"]
+    cases = [[i, c] for i, c in enumerate(CASES) if c[0] == "float16"]
     outs = {}
     for budget in ("0", None, str(1 << 30)):   # off, default, above the scores
         path = tmp_path / f"{budget}.npz"
