@@ -73,13 +73,12 @@ def pytest_collection_modifyitems(config, items):
     if not text:
         return
     shard = parse_shard(text)
-    solo = [item for item in items if item.get_closest_marker(SOLO)]
-    shared = [item for item in items if not item.get_closest_marker(SOLO)]
+    is_solo = [item.get_closest_marker(SOLO) is not None for item in items]
     if shard is None:
-        keep = solo
+        keep = [item for item, solo in zip(items, is_solo) if solo]
     else:
         i, n = shard
-        keep = [item for k, item in enumerate(shared) if k % n == i]
+        keep = [item for item, solo in zip(items, is_solo) if not solo][i::n]
     kept = {id(item) for item in keep}
     drop = [item for item in items if id(item) not in kept]
     if drop:
