@@ -1,4 +1,4 @@
-"""Affine quantized matmul (patches 0060 and 0061) against a float64
+"""Affine quantized matmul (patches 0060, 0061 and 0063) against a float64
 reference.
 
 `mx.quantized_matmul(x, w, scales, biases, transpose=True)` with 4- and
@@ -48,11 +48,13 @@ pytestmark = pytest.mark.gpu
 # bf16 and fp16 products accumulated in fp32 land near 3e-3.
 TOL = 1e-2
 DTYPES = ("bfloat16", "float16")
-# (x shape, N): 1 and 5 rows (GEMV), a batch of 2 x 3, 13 and 130 rows
+# (x shape, N): 1 and 5 rows (GEMV), a batch of 2 x 3, 13, 40 and 130 rows
 # (upstream), 300 rows (dequantize); N and K odd multiples where MLX allows.
+# K = 128 with group size 128 is the call upstream sends to qmm_sm90 on
+# sm_90 (one group per row).
 SHAPES = [((1, 640), 4099), ((5, 4096 + 128), 33), ((2, 3, 640), 520),
-          ((13, 1024), 257), ((130, 768), 96), ((300, 512), 200),
-          ((1, 21504), 130)]
+          ((13, 1024), 257), ((40, 128), 256), ((130, 768), 96),
+          ((300, 512), 200), ((1, 21504), 130)]
 
 
 def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
