@@ -315,6 +315,27 @@ def _qmm_trace_seen() -> bool:
     return any(ln.startswith(QMM_TRACE_PREFIX) for ln in proc.stderr.splitlines())
 
 
+def wheel_manifest() -> dict | None:
+    """The installed mlx package's mlx-builder manifest
+    (``mlx/_mlx_builder_manifest.json``: its patches, CUDA architectures...),
+    or None for an MLX that mlx-builder did not build. Found without
+    importing MLX."""
+    import importlib.util
+    spec = importlib.util.find_spec("mlx")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "_mlx_builder_manifest.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def manifest_has_patch(manifest: Mapping[str, Any], number: str) -> bool:
+    """Whether the manifest lists a patch whose file name starts with
+    ``number`` followed by a dash ("0064")."""
+    return any(Path(p.get("file", "")).name.startswith(f"{number}-")
+               for p in manifest.get("patches", []))
+
+
 def qmm_routing_skip_reason(mx: Any) -> str | None:
     """Why this process cannot compare patch 0060's quantized-matmul routing
     (a decode GEMV, dequantize + cuBLAS) with upstream's kernels

@@ -13,7 +13,6 @@ without the patch, where chunked-vs-unchunked checks could not fail).
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sdpa_support import fallback_env
+from sdpa_support import fallback_env, wheel_manifest
 
 ENV = "MLX_SDPA_FALLBACK_CHUNK_BYTES"
 PATCH_PREFIX = "0010-"
@@ -138,13 +137,8 @@ def _worker(spec: dict, budget: str | None,
 
 
 def _manifest_patches() -> list[str] | None:
-    spec = importlib.util.find_spec("mlx")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / "_mlx_builder_manifest.json"
-        if path.is_file():
-            data = json.loads(path.read_text())
-            return [p.get("file", "") for p in data.get("patches", [])]
-    return None
+    data = wheel_manifest()
+    return None if data is None else [p.get("file", "") for p in data.get("patches", [])]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,9 @@ JSON runner. Runs in the project's CI and in every `mlx-builder test`."""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -15,12 +17,14 @@ from sdpa_support import (
     fit_exponent,
     fit_quadratic_coefficient,
     make_mask,
+    manifest_has_patch,
     reference_attention,
     rel_error,
     run_json,
     same_as_fallback,
     sample_rows,
     to_host,
+    wheel_manifest,
 )
 
 
@@ -193,3 +197,21 @@ def test_to_host_evaluates_before_numpy_reads():
 def test_to_host_raises_what_evaluation_raises():
     with pytest.raises(ValueError, match="refused"):
         to_host(_FakeMx(ValueError("refused")), _Lazy())
+
+
+def test_wheel_manifest_is_found_without_importing_mlx(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.delitem(sys.modules, "mlx", raising=False)
+    pkg = tmp_path / "mlx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('must not be imported')\n")
+    assert wheel_manifest() is None
+    manifest = {"archs": ["90a"], "patches": [
+        {"file": "common/0064-cuda-compile-qmm-sm90.patch"},
+        {"file": "common/0063-cuda-keep-qmm-sm90-off.patch"}]}
+    (pkg / "_mlx_builder_manifest.json").write_text(json.dumps(manifest))
+    assert wheel_manifest() == manifest
+    assert manifest_has_patch(manifest, "0064")
+    assert not manifest_has_patch(manifest, "0065")
+    assert not manifest_has_patch(manifest, "006")
+    assert not manifest_has_patch({}, "0064")
