@@ -1,4 +1,4 @@
-"""Affine quantized matmul (patches 0060, 0061 and 0063) against a float64
+"""Affine quantized matmul (patches 0060 to 0064) against a float64
 reference.
 
 `mx.quantized_matmul(x, w, scales, biases, transpose=True)` with 4- and
@@ -6,7 +6,8 @@ reference.
 batched shapes. The reference unpacks the weights on the CPU, applies
 scales and biases in float64 and multiplies in float64. Row counts are
 chosen so that the default routing takes each path on CUDA (the GEMV up to
-8 rows, upstream's kernels in between, dequantize + cuBLAS from 256 rows);
+8 rows, upstream's kernels in between, dequantize + cuBLAS from 256 rows,
+or for 4-bit weights on an sm_90a build on a Hopper qmm_sm90 up to 2048);
 each path is also forced in its own process (MLX reads MLX_CUDA_QMM_PATH
 once), and MLX_CUDA_QMM_TRACE=1 must name the path and its reason.
 
@@ -34,10 +35,12 @@ import numpy as np  # noqa: E402
 from sdpa_support import (  # noqa: E402
     QMM_TRACE_PREFIX,
     gpu_backend,
+    manifest_has_patch,
     no_gpu_reason,
     rel_error,
     run_json,
     to_host,
+    wheel_manifest,
 )
 
 if gpu_backend(mx) is None:
@@ -49,12 +52,14 @@ pytestmark = pytest.mark.gpu
 TOL = 1e-2
 DTYPES = ("bfloat16", "float16")
 # (x shape, N): 1 and 5 rows (GEMV), a batch of 2 x 3, 13, 40 and 130 rows
-# (upstream), 300 rows (dequantize); N and K odd multiples where MLX allows.
-# K = 128 with group size 128 is the call upstream sends to qmm_sm90 on
-# sm_90 (one group per row).
+# (upstream), 257 and 300 rows (dequantize, or qmm_sm90 for 4-bit weights on
+# a Hopper); N and K odd multiples where MLX allows. K = 128 with group size
+# 128 is the call upstream sends to qmm_sm90 on sm_90 (one group per row);
+# forced qmm_sm90 (K a multiple of 64, N of 8) also takes the batch, 130
+# rows (its 256-row tile) and gemma-4's K = 5376.
 SHAPES = [((1, 640), 4099), ((5, 4096 + 128), 33), ((2, 3, 640), 520),
           ((13, 1024), 257), ((40, 128), 256), ((130, 768), 96),
-          ((300, 512), 200), ((1, 21504), 130)]
+          ((257, 5376), 264), ((300, 512), 200), ((1, 21504), 130)]
 
 
 def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
@@ -187,13 +192,48 @@ print(json.dumps({"worst": worst, "fails": fails}))
 """
 
 
-@pytest.mark.parametrize("path", ("gemv", "dequant", "upstream", "sm80"))
+def sm90_skip_reason() -> str | None:
+    """Why MLX_CUDA_QMM_PATH=sm90 cannot be asked of this MLX (patch 0064
+    adds it), or None."""
+    manifest = wheel_manifest()
+    if manifest is not None and not manifest_has_patch(manifest, "0064"):
+        return "this mlx-builder wheel predates the sm90 path (patch 0064)"
+    return None
+
+
+def sm90_compiled_here() -> bool:
+    """Whether qmm_sm90 runs compiled with the library here: a Hopper, and
+    an mlx-builder wheel with patch 0064 and sm_90a code."""
+    manifest = wheel_manifest()
+    if manifest is None or not manifest_has_patch(manifest, "0064"):
+        return False
+    return (mx.device_info().get("compute_capability_major") == 9
+            and any(str(a).startswith("90a") for a in manifest.get("archs", [])))
+
+
+@pytest.mark.parametrize("path", ("gemv", "dequant", "upstream", "sm80", "sm90"))
 def test_forced_path_matches_float64(path):
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_PATH is CUDA's")
+    if path == "sm90" and (why := sm90_skip_reason()):
+        pytest.skip(why)
     here = str(Path(__file__).resolve().parent)
     got = run_json(_FORCED, [here], env={"MLX_CUDA_QMM_PATH": path})
     assert not got["fails"], got["fails"][:5]
+
+
+def trace_lines(script: str, path: str | None = None) -> list[str]:
+    """The routing trace lines a fresh interpreter prints running ``script``
+    with MLX_CUDA_QMM_TRACE=1 and MLX_CUDA_QMM_PATH=path (unset for None:
+    the default routing)."""
+    env = dict(os.environ, MLX_CUDA_QMM_TRACE="1")
+    env.pop("MLX_CUDA_QMM_PATH", None)
+    if path is not None:
+        env["MLX_CUDA_QMM_PATH"] = path
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith(QMM_TRACE_PREFIX)]
 
 
 _TRACE = """
@@ -210,17 +250,78 @@ for bits in (4, 3):
 def test_trace_names_each_path():
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
-    env = dict(os.environ, MLX_CUDA_QMM_TRACE="1")
-    env.pop("MLX_CUDA_QMM_PATH", None)
-    proc = subprocess.run([sys.executable, "-c", _TRACE], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(QMM_TRACE_PREFIX)]
+    lines = trace_lines(_TRACE)
     paths = [ln.split()[1] for ln in lines]
-    assert paths == ["path=gemv", "path=upstream", "path=dequant",
+    big = "path=sm90" if sm90_compiled_here() else "path=dequant"
+    assert paths == ["path=gemv", "path=upstream", big,
                      "path=upstream", "path=upstream", "path=upstream"], lines
     assert all('reason="' in ln for ln in lines)
     assert 'reason="3-bit weights"' in lines[-1]
+
+
+_SM90_TRACE = """
+import mlx.core as mx
+w = mx.random.normal((256, 512)).astype(mx.bfloat16)
+for bits in (4, 3):
+    q = mx.quantize(w, group_size=64, bits=bits)
+    x = mx.random.normal((300, 512)).astype(mx.bfloat16)
+    mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=bits))
+"""
+
+
+def test_trace_names_forced_sm90():
+    """qmm_sm90 takes a forced call where the wheel has sm_90a code and the
+    GPU is a Hopper; elsewhere the trace says why upstream's choice stays."""
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    manifest = wheel_manifest()
+    if manifest is None:
+        pytest.skip("not an mlx-builder wheel: its CUDA architectures are unknown")
+    if why := sm90_skip_reason():
+        pytest.skip(why)
+    hopper = mx.device_info().get("compute_capability_major") == 9
+    compiled = sm90_compiled_here()
+    lines = trace_lines(_SM90_TRACE, "sm90")
+    assert len(lines) == 2, lines
+    if compiled:
+        assert lines[0].split()[1] == "path=sm90" and 'reason="forced"' in lines[0], lines
+    else:
+        why = "compute capability not 9.x" if not hopper else "qmm_sm90 not compiled for these types"
+        assert lines[0].split()[1] == "path=upstream", lines
+        assert f'reason="sm90 forced but {why}"' in lines[0], lines
+    assert lines[1].split()[1] == "path=upstream", lines
+    assert 'reason="sm90 forced but 3-bit weights"' in lines[1], lines
+
+
+# 4-bit calls at the edges of qmm_sm90's route (N, rows), then 8-bit.
+_SM90_ROUTE = """
+import mlx.core as mx
+for n, rows in ((5376, 32), (5376, 64), (4096, 64), (4096, 2048), (4096, 4096)):
+    w = mx.random.normal((n, 512)).astype(mx.bfloat16)
+    q = mx.quantize(w, group_size=64, bits=4)
+    x = mx.random.normal((rows, 512)).astype(mx.bfloat16)
+    mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=4))
+q = mx.quantize(w, group_size=64, bits=8)
+x = mx.random.normal((300, 512)).astype(mx.bfloat16)
+mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=8))
+"""
+
+
+def test_trace_routes_4_bit_calls_to_sm90_where_compiled():
+    """From 256 to 2048 rows, and from 64 where N >= 5376, on a Hopper with
+    the kernel compiled; 8-bit calls and every other GPU keep the rest."""
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    if why := sm90_skip_reason():
+        pytest.skip(why)
+    lines = trace_lines(_SM90_ROUTE)
+    paths = [ln.split()[1].removeprefix("path=") for ln in lines]
+    if sm90_compiled_here():
+        assert paths == ["upstream", "sm90", "upstream", "sm90", "dequant", "dequant"], lines
+        assert 'reason="4-bit, M*B = 64 >= 64, N = 5376 >= 5376"' in lines[1], lines
+        assert 'reason="4-bit, M*B = 2048 in [256, 2048]"' in lines[3], lines
+    else:
+        assert paths == ["upstream", "upstream", "upstream", "dequant", "dequant", "dequant"], lines
 
 
 # gather_qmm at M = 1 with 8 products (the GEMV), 96 products, 13 rows per
@@ -247,6 +348,8 @@ _GATHER_TRACE_EXPECT = {
              "sm80 forced but not a gather_qmm path"),
     "dequant": (["upstream"] * 3, ["dequant forced but not a gather_qmm path"] * 3,
                 "dequant forced but not a gather_qmm path"),
+    "sm90": (["upstream"] * 3, ["sm90 forced but not a gather_qmm path"] * 3,
+             "sm90 forced but not a gather_qmm path"),
 }
 
 
@@ -254,11 +357,9 @@ _GATHER_TRACE_EXPECT = {
 def test_gather_trace_names_each_path(path):
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
-    env = dict(os.environ, MLX_CUDA_QMM_TRACE="1", MLX_CUDA_QMM_PATH=path)
-    proc = subprocess.run([sys.executable, "-c", _GATHER_TRACE], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[mlx-qmm-route]")]
+    if path == "sm90" and (why := sm90_skip_reason()):
+        pytest.skip(why)
+    lines = trace_lines(_GATHER_TRACE, path)
     assert all(ln.split()[1] == "op=gather_qmm" for ln in lines), lines
     paths, reasons, three_bit = _GATHER_TRACE_EXPECT[path]
     assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 3], lines
