@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sdpa_support import fallback_env, wheel_manifest
+from sdpa_support import fallback_env, manifest_has_patch, wheel_manifest
 
 ENV = "MLX_SDPA_FALLBACK_CHUNK_BYTES"
-PATCH_PREFIX = "0010-"
+PATCH_NUMBER = "0010"
 # Upstream's test_fast_sdpa criterion: max(|a - b| - atol * |b|) <= atol.
 ATOL = {"float32": 1e-5, "float16": 3e-4, "bfloat16": 5e-3}
 DTYPES = ("float32", "float16", "bfloat16")
@@ -136,11 +136,6 @@ def _worker(spec: dict, budget: str | None,
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def _manifest_patches() -> list[str] | None:
-    data = wheel_manifest()
-    return None if data is None else [p.get("file", "") for p in data.get("patches", [])]
-
-
 @pytest.fixture(scope="module")
 def patched() -> None:
     probe = subprocess.run([sys.executable, "-c", "import mlx.core"],
@@ -148,11 +143,11 @@ def patched() -> None:
     if probe.returncode != 0:
         pytest.skip("needs an installed MLX: `import mlx.core` failed: "
                     + (probe.stderr.strip().splitlines() or ["?"])[-1])
-    files = _manifest_patches()
-    if files is not None:
-        if not any(Path(f).name.startswith(PATCH_PREFIX) for f in files):
+    manifest = wheel_manifest()
+    if manifest is not None:
+        if not manifest_has_patch(manifest, PATCH_NUMBER):
             pytest.skip("the installed mlx-builder wheel's manifest lists no "
-                        f"{PATCH_PREFIX}* patch (chunked SDPA fallback)")
+                        f"{PATCH_NUMBER}-* patch (chunked SDPA fallback)")
         return
     mem = _worker({"mode": "memory", "lengths": [512]}, "65536")["512"]
     if mem["peak_extra"] >= mem["scores"]:
