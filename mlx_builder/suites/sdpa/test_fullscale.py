@@ -184,13 +184,18 @@ def test_chunked_32k_then_decode(model, record_property):
     assert r["finite"], "non-finite logits"
 
 
-# The prompt's chunks of 2048 and 2047 rows take the dequantize path, its
-# last token and each fed token (one row each) the GEMV.
+# The prompt's chunks of 2048 and 2047 rows take the prefill path (qmm_sm90
+# on an sm_90a build on a Hopper, else dequantize + cuBLAS), its last token
+# and each fed token (one row each) the GEMV.
 QMM_LENGTH, QMM_FED = 4096, 8
 # Both paths round the dequantized weights and the partial sums to bf16 at
 # different points, so 60 layers later the logits agree to bf16 precision,
-# not bit for bit.
+# not bit for bit. Upstream's kernels do not give the same logits in two
+# processes either (on an H100 two of its runs differed by about 3 %), so
+# the bound is the larger of QMM_MAX_REL_ERROR and QMM_SPREAD times that
+# spread, measured alongside.
 QMM_MAX_REL_ERROR = 2e-2
+QMM_SPREAD = 1.5
 
 _UPSTREAM_QMM_LOGITS = r"""
 import json, sys
@@ -212,17 +217,27 @@ def test_qmm_paths_agree(model, record_property):
     m, mods, _ = model
     here = teacher_forced_logits(mx, mods, m, QMM_LENGTH, PREFILL_STEP,
                                  vocab=VOCAB, steps=QMM_FED)
-    mx.clear_cache()  # the other process builds its own copy of the weights
-    ref = run_json(_UPSTREAM_QMM_LOGITS, [QMM_LENGTH, QMM_FED],
-                   env={"MLX_CUDA_QMM_PATH": "upstream"}, timeout=1200)
-    assert len(here) == len(ref) == QMM_FED + 1
-    errs = [rel_error(np.array(a), np.array(b)) for a, b in zip(here, ref)]
+    mx.clear_cache()  # the other processes build their own copy of the weights
+    ref, ref2 = (run_json(_UPSTREAM_QMM_LOGITS, [QMM_LENGTH, QMM_FED],
+                          env={"MLX_CUDA_QMM_PATH": "upstream"}, timeout=1200)
+                 for _ in range(2))
+    assert len(here) == len(ref) == len(ref2) == QMM_FED + 1
+
+    def errors(a_rows, b_rows):
+        return [rel_error(np.array(a), np.array(b)) for a, b in zip(a_rows, b_rows)]
+
+    errs, spread = errors(here, ref), max(errors(ref2, ref))
     worst = max(errs)
+    bound = max(QMM_MAX_REL_ERROR, QMM_SPREAD * spread)
     record_property("qmm_paths_logits_rel_errors", json.dumps([round(e, 5) for e in errs]))
     record_property("qmm_paths_logits_max_rel_error", round(worst, 5))
+    record_property("qmm_upstream_runs_max_rel_error", round(spread, 5))
     print(f"qmm paths, L={QMM_LENGTH} then {QMM_FED} fed tokens: logits "
-          f"rel. error per position {[f'{e:.2e}' for e in errs]}")
-    assert worst <= QMM_MAX_REL_ERROR, (
+          f"rel. error per position {[f'{e:.2e}' for e in errs]}; upstream's "
+          f"two runs {spread:.2e}")
+    assert worst <= bound, (
         f"patch 0060's routing and upstream's kernels give logits that differ "
-        f"by {worst:.3g} (> {QMM_MAX_REL_ERROR}); per position (the prompt's "
-        f"last, then each fed token): {[round(e, 4) for e in errs]}")
+        f"by {worst:.3g} (> {bound:.3g}: the larger of {QMM_MAX_REL_ERROR} and "
+        f"{QMM_SPREAD} x {spread:.3g}, upstream's own difference between two "
+        f"runs); per position (the prompt's last, then each fed token): "
+        f"{[round(e, 4) for e in errs]}")
