@@ -56,10 +56,12 @@ DTYPES = ("bfloat16", "float16")
 # a Hopper); N and K odd multiples where MLX allows. K = 128 with group size
 # 128 is the call upstream sends to qmm_sm90 on sm_90 (one group per row);
 # forced qmm_sm90 (K a multiple of 64, N of 8) also takes the batch, 130
-# rows (its 256-row tile) and gemma-4's K = 5376.
+# rows (its 256-row tile) and gemma-4's K = 5376; 8 rows, the most one
+# GEMV block takes, with an odd N.
 SHAPES = [((1, 640), 4099), ((5, 4096 + 128), 33), ((2, 3, 640), 520),
           ((13, 1024), 257), ((40, 128), 256), ((130, 768), 96),
-          ((257, 5376), 264), ((300, 512), 200), ((1, 21504), 130)]
+          ((257, 5376), 264), ((300, 512), 200), ((1, 21504), 130),
+          ((8, 768), 37)]
 
 
 def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
