@@ -25,6 +25,7 @@ from shapes import MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = None
 ACTIVE = []  # the GEMV variants check and bench-gemv run (--variants)
+GRAPH = False  # bench-gemv replays its queued calls as a CUDA graph (--graph)
 
 VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1",
             5: "dq-w4u2"}
@@ -135,7 +136,8 @@ def rel(a, ref):
 def check(results):
     gen = torch.Generator().manual_seed(1)
     cases = [(1, 16, 32), (1, 997, 384), (3, 4099, 640), (8, 16, 128),
-             (13, 257, 1024), (5, 33, 4096 + 128), (2, 520, 21504)]
+             (13, 257, 1024), (5, 33, 4096 + 128), (2, 520, 21504),
+             (8, 37, 768)]
     worst = 0.0
     fails = []
     for dtype in (torch.bfloat16, torch.float16):
@@ -226,20 +228,35 @@ def random_packed(lead, N, K, bits, group, gen=None):
     return w, s, b
 
 
-def time_fn(fn, sets, reps=50, per_event=1):
+def time_fn(fn, sets, reps=50, per_event=1, graph=False):
     """Median milliseconds per call of fn(set), rotating input sets. With
     per_event > 1 the calls between two events are queued back to back, so
     that a kernel shorter than the host's launch path is timed, not the
-    host."""
+    host; with graph, those calls are captured once in a CUDA graph (as MLX
+    launches them) and the graph is replayed, so that no host work sits
+    between two kernels."""
     for i in range(5):
         fn(sets[i % len(sets)])
     torch.cuda.synchronize()
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(per_event):
+                fn(sets[i % len(sets)])
+        g.replay()
+        torch.cuda.synchronize()
+
+        def run(_):
+            g.replay()
+    else:
+        def run(r):
+            for i in range(per_event):
+                fn(sets[(r * per_event + i) % len(sets)])
     times = []
     for r in range(reps):
         st, en = torch.cuda.Event(True), torch.cuda.Event(True)
         st.record()
-        for i in range(per_event):
-            fn(sets[(r * per_event + i) % len(sets)])
+        run(r)
         en.record()
         en.synchronize()
         times.append(st.elapsed_time(en) / per_event)
@@ -263,7 +280,8 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
                 for v in ACTIVE:
                     vn = VARIANTS[v]
                     ms = time_fn(lambda st, v=v: gemv(x, *st, bits, group, v,
-                                                       out), sets, 20, 32)
+                                                       out), sets, 20, 32,
+                                 GRAPH)
                     row[vn] = wbytes / ms / 1e6
                 rows.append(row)
             del sets
@@ -273,7 +291,7 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
                 dense = [torch.randn(N, K, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(nb)]
                 x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
-                ms = time_fn(lambda d: x @ d.T, dense, 20, 32)
+                ms = time_fn(lambda d: x @ d.T, dense, 20, 32, GRAPH)
                 rows.append({"bits": 16, "shape": name, "K": K, "N": N, "M": 1,
                              "torch": N * K * 2 / ms / 1e6})
                 del dense
@@ -428,6 +446,8 @@ def main():
     p.add_argument("--json")
     p.add_argument("--variants", type=int, nargs="+", default=sorted(VARIANTS),
                    help="GEMV variants to check and time (default: all)")
+    p.add_argument("--graph", action="store_true",
+                   help="bench-gemv: time a CUDA graph of the queued calls")
     p.add_argument("--shapes", help="bench-list: decode_step.py's JSON, or "
                    "a list of [N, K, bits, group]")
     a = p.parse_args()
@@ -439,6 +459,8 @@ def main():
         p.error(f"unknown steps {sorted(set(a.steps) - known)}; "
                 f"known: {sorted(known)}")
     ACTIVE[:] = a.variants
+    global GRAPH
+    GRAPH = a.graph
     results = {"device": torch.cuda.get_device_name()}
     ok = True
     for step in a.steps:
