@@ -25,7 +25,6 @@ from shapes import MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = None
 ACTIVE = []  # the GEMV variants check and bench-gemv run (--variants)
-GRAPH = False  # bench-gemv replays its queued calls as a CUDA graph (--graph)
 
 VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1",
             5: "dq-w4u2"}
@@ -263,7 +262,7 @@ def time_fn(fn, sets, reps=50, per_event=1, graph=False):
     return statistics.median(times)
 
 
-def bench_gemv(results, bits_list=(4, 8), group=64):
+def bench_gemv(results, bits_list=(4, 8), group=64, graph=False):
     rows = []
     for bits in bits_list:
         for name, K, N in SHAPES:
@@ -281,7 +280,7 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
                     vn = VARIANTS[v]
                     ms = time_fn(lambda st, v=v: gemv(x, *st, bits, group, v,
                                                        out), sets, 20, 32,
-                                 GRAPH)
+                                 graph)
                     row[vn] = wbytes / ms / 1e6
                 rows.append(row)
             del sets
@@ -291,7 +290,7 @@ def bench_gemv(results, bits_list=(4, 8), group=64):
                 dense = [torch.randn(N, K, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(nb)]
                 x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
-                ms = time_fn(lambda d: x @ d.T, dense, 20, 32, GRAPH)
+                ms = time_fn(lambda d: x @ d.T, dense, 20, 32, graph)
                 rows.append({"bits": 16, "shape": name, "K": K, "N": N, "M": 1,
                              "torch": N * K * 2 / ms / 1e6})
                 del dense
@@ -459,8 +458,6 @@ def main():
         p.error(f"unknown steps {sorted(set(a.steps) - known)}; "
                 f"known: {sorted(known)}")
     ACTIVE[:] = a.variants
-    global GRAPH
-    GRAPH = a.graph
     results = {"device": torch.cuda.get_device_name()}
     ok = True
     for step in a.steps:
@@ -472,7 +469,7 @@ def main():
         if step == "check":
             ok &= check(results)
         elif step == "bench-gemv":
-            bench_gemv(results)
+            bench_gemv(results, graph=a.graph)
         elif step == "bench-gather":
             bench_gather(results)
         elif step == "bench-prefill":
