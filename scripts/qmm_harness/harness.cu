@@ -139,6 +139,62 @@ extern "C" int qmm_gather_gemv(int dtype, int bits, int group, int variant,
   return gemv_dispatch(dtype, bits, group, variant, a);
 }
 
+namespace {
+
+template <typename T, int BITS, int GROUP, int R>
+int launch_rows(const Gemv& a) {
+  int64_t rows = int64_t(a.B) * a.M;
+  // As MLX's launcher: 8 warps of 16 weight rows each.
+  dim3 grid(uint32_t((rows + 8 * R - 1) / (8 * R)), (a.N + 127) / 128);
+  gather_qgemv_rows_kernel<T, BITS, GROUP, 8, 2, R><<<grid, 256, 0, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K, rows);
+  return int(cudaGetLastError());
+}
+
+template <typename T, int BITS, int GROUP>
+int rows_groups(int groups, const Gemv& a) {
+  if (groups == 1) return launch_rows<T, BITS, GROUP, 1>(a);
+  if (groups == 2) return launch_rows<T, BITS, GROUP, 2>(a);
+  return -1;
+}
+
+template <typename T, int BITS>
+int rows_group(int group, int groups, const Gemv& a) {
+  switch (group) {
+    case 32:
+      return rows_groups<T, BITS, 32>(groups, a);
+    case 64:
+      return rows_groups<T, BITS, 64>(groups, a);
+    case 128:
+      return rows_groups<T, BITS, 128>(groups, a);
+    default:
+      return -1;
+  }
+}
+
+} // namespace
+
+// gather_qmm over tiles of 8 * groups rows across products (the rows of the
+// B products of M rows laid end to end), one pass per distinct expert of a
+// tile; MLX's launcher picks groups.
+extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
+                               const void* x, const void* w, const void* s,
+                               const void* b, const void* lhs,
+                               const void* rhs, void* out, int M, int N,
+                               int K, int B, void* stream) {
+  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
+         M, N, K, B, (cudaStream_t)stream};
+  if (dtype == 0) {
+    if (bits == 4) return rows_group<__nv_bfloat16, 4>(group, groups, a);
+    if (bits == 8) return rows_group<__nv_bfloat16, 8>(group, groups, a);
+  } else {
+    if (bits == 4) return rows_group<__half, 4>(group, groups, a);
+    if (bits == 8) return rows_group<__half, 8>(group, groups, a);
+  }
+  return -1;
+}
+
 extern "C" int qmm_dequant(int dtype, int bits, int group, const void* w,
                            const void* s, const void* b, void* out, int64_t N,
                            int K, void* stream) {

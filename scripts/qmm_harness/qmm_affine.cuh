@@ -224,33 +224,39 @@ __device__ __forceinline__ void qgemv_store(
 // are needed. WARPS warps of a block split K and reduce through shared
 // memory; U chunks per lane are loaded before any is used.
 //
-// gather_qgemv_kernel runs the same block once per product of gather_qmm.
+// gather_qgemv_kernel runs the same block once per product of gather_qmm;
+// gather_qgemv_rows_kernel runs its accumulation (qgemv_accumulate) over
+// tiles of 8 rows taken across products.
 //
 // Requirements (checked by the caller): K % 32 == 0, K % group_size == 0,
 // 16-byte aligned w and x (every expert's and batch's slice too),
 // group_size in {32, 64, 128}.
-template <typename T, int BITS, int GROUP, int WARPS, int U>
-__device__ __forceinline__ void qgemv_block(
-    const T* __restrict__ x,
+//
+// qgemv_accumulate adds the 16 x 8R tile of weight rows n0 ... n0 + 15
+// times R groups of 8 rows of x to acc[r]: group r's row g (the lane's)
+// starts at x_rows[r] and is read only where has_x[r] (zeros otherwise).
+// Each dequantized weight fragment feeds R MMAs. The warp takes part kw of
+// K's WARPS parts (its warp index where the block's warps split K).
+template <typename T, int BITS, int GROUP, int WARPS, int U, int R = 1>
+__device__ __forceinline__ void qgemv_accumulate(
+    const T* const (&x_rows)[R],
+    const bool (&has_x)[R],
     const uint32_t* __restrict__ w,
     const T* __restrict__ scales,
     const T* __restrict__ biases,
-    T* __restrict__ out,
-    int M,
+    int n0,
     int N,
-    int K) {
+    int K,
+    int kw,
+    float (&acc)[R][4]) {
   using V = typename Vec2<T>::type;
   constexpr int VALS = 128 / BITS; // values per 16-byte chunk
   constexpr int KB = 4 * VALS; // K covered by one warp step (4 lanes across)
   constexpr int XV = VALS / 8; // 16-byte x loads per chunk
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
   const int g = lane >> 2; // W row (and +8) / x row of this lane
   const int t = lane & 3; // K sub-chunk of this lane
 
-  const int n0 = blockIdx.x * 16;
-  const int64_t m0 = int64_t(blockIdx.y) * 8;
-  const int mcount = min(8, int(M - m0));
   const int chunks_per_row = K / VALS;
   const int groups_per_row = K / GROUP;
 
@@ -264,14 +270,14 @@ __device__ __forceinline__ void qgemv_block(
   const T* sb_ptr = scales + int64_t(rb) * groups_per_row;
   const T* ba_ptr = biases + int64_t(ra) * groups_per_row;
   const T* bb_ptr = biases + int64_t(rb) * groups_per_row;
-  const bool has_x = g < mcount;
-  const uint4* x_ptr =
-      reinterpret_cast<const uint4*>(x + (m0 + (has_x ? g : 0)) * int64_t(K));
+  const uint4* x_ptr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    x_ptr[r] = reinterpret_cast<const uint4*>(x_rows[r]);
+  }
 
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-
-  for (int kb0 = warp * KB; kb0 < K; kb0 += WARPS * KB * U) {
-    uint4 wa[U], wb[U], xv[U][XV];
+  for (int kb0 = kw * KB; kb0 < K; kb0 += WARPS * KB * U) {
+    uint4 wa[U], wb[U], xv[U][R][XV];
     T sa[U], sb[U], ba[U], bb[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -291,16 +297,18 @@ __device__ __forceinline__ void qgemv_block(
         sa[u] = sb[u] = ba[u] = bb[u] = T(0.f);
       }
 #pragma unroll
-      for (int j = 0; j < XV; ++j) {
-        xv[u][j] =
-            (valid && has_x) ? x_ptr[c * XV + j] : make_uint4(0, 0, 0, 0);
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int j = 0; j < XV; ++j) {
+          xv[u][r][j] = (valid && has_x[r]) ? x_ptr[r][c * XV + j]
+                                            : make_uint4(0, 0, 0, 0);
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint32_t* pa = reinterpret_cast<const uint32_t*>(&wa[u]);
       const uint32_t* pb = reinterpret_cast<const uint32_t*>(&wb[u]);
-      const uint32_t* px = reinterpret_cast<const uint32_t*>(&xv[u][0]);
       if constexpr (BITS == 4) {
         V sa2 = V(sa[u], sa[u]), sb2 = V(sb[u], sb[u]);
         V ba2 = V(ba[u], ba[u]), bb2 = V(bb[u], bb[u]);
@@ -314,10 +322,15 @@ __device__ __forceinline__ void qgemv_block(
             // Tile (j, h): slots (8j+2h, 8j+2h+4) and (8j+2h+1, 8j+2h+5).
             uint32_t a[4] = {
                 da[2 * h], db[2 * h], da[2 * h + 1], db[2 * h + 1]};
-            uint32_t x0 = px[4 * j + h], x1 = px[4 * j + h + 2];
-            uint32_t b0 = prmt(x0, x1, 0x5410u);
-            uint32_t b1 = prmt(x0, x1, 0x7632u);
-            mma_16816<T>(acc, a, b0, b1);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const uint32_t* px =
+                  reinterpret_cast<const uint32_t*>(&xv[u][r][0]);
+              uint32_t x0 = px[4 * j + h], x1 = px[4 * j + h + 2];
+              uint32_t b0 = prmt(x0, x1, 0x5410u);
+              uint32_t b1 = prmt(x0, x1, 0x7632u);
+              mma_16816<T>(acc[r], a, b0, b1);
+            }
           }
         }
       } else {
@@ -329,13 +342,38 @@ __device__ __forceinline__ void qgemv_block(
           dequant_word8<T>(pa[j], fsa, fba, da);
           dequant_word8<T>(pb[j], fsb, fbb, db);
           uint32_t a[4] = {da[0], db[0], da[1], db[1]};
-          mma_16816<T>(acc, a, px[2 * j], px[2 * j + 1]);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint32_t* px =
+                reinterpret_cast<const uint32_t*>(&xv[u][r][0]);
+            mma_16816<T>(acc[r], a, px[2 * j], px[2 * j + 1]);
+          }
         }
       }
     }
   }
+}
 
-  qgemv_store<T, WARPS>(acc, out, n0, m0, mcount, N);
+template <typename T, int BITS, int GROUP, int WARPS, int U>
+__device__ __forceinline__ void qgemv_block(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    int M,
+    int N,
+    int K) {
+  const int g = (threadIdx.x & 31) >> 2;
+  const int n0 = blockIdx.x * 16;
+  const int64_t m0 = int64_t(blockIdx.y) * 8;
+  const int mcount = min(8, int(M - m0));
+  const bool has_x[1] = {g < mcount};
+  const T* const x_rows[1] = {x + (m0 + (has_x[0] ? g : 0)) * int64_t(K)};
+  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+  qgemv_accumulate<T, BITS, GROUP, WARPS, U>(
+      x_rows, has_x, w, scales, biases, n0, N, K, threadIdx.x >> 5, acc);
+  qgemv_store<T, WARPS>(acc[0], out, n0, m0, mcount, N);
 }
 
 // 4-bit decode GEMV with the scale and bias out of the inner loop. The four
@@ -536,6 +574,103 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_kernel(
       M,
       N,
       K);
+}
+
+// gather_qmm over many products of few rows, as mlx-lm's sorted layout calls
+// it (one row per product, experts ascending): the products' M rows are laid
+// end to end, block x takes the 8R rows from 8R * blockIdx.x and each of
+// its WARPS warps 16 weight rows, all of K, from 16 * WARPS * blockIdx.y:
+// the warps read the same rows of x, which a tile of many rows makes the
+// larger operand, once from memory and then from L1. The tile runs
+// qgemv_accumulate once per distinct expert among its rows, with only that
+// expert's rows of x, so rows of one expert share its weight loads: sorted
+// indices cost one pass per tile (two where an expert's rows end inside
+// it), any order at most 8R.
+template <typename T, int BITS, int GROUP, int WARPS, int U, int R>
+__global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    const uint32_t* __restrict__ lhs_indices,
+    const uint32_t* __restrict__ rhs_indices,
+    int M,
+    int N,
+    int K,
+    int64_t rows) {
+  constexpr int ROWS = 8 * R;
+  constexpr uint32_t ALL = (1u << ROWS) - 1u;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int n0 = (blockIdx.y * WARPS + warp) * 16;
+  const int64_t r0 = int64_t(blockIdx.x) * ROWS;
+  const int rcount = int(min(int64_t(ROWS), rows - r0));
+  const int64_t words = int64_t(N) * (K * BITS / 32);
+  const int64_t groups = int64_t(N) * (K / GROUP);
+
+  __shared__ uint32_t expert[ROWS];
+  if (threadIdx.x < ROWS) {
+    expert[threadIdx.x] =
+        threadIdx.x < rcount ? rhs_indices[(r0 + threadIdx.x) / M] : 0;
+  }
+  // The lane's rows of x: row m of product p is row lhs_indices[p] * M + m.
+  const T* x_rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + min(g + 8 * r, rcount - 1);
+    x_rows[r] = x + (int64_t(lhs_indices[row / M]) * M + row % M) * K;
+  }
+  __syncthreads();
+  if (n0 >= N) {
+    return;
+  }
+
+  // Bit i set once row i is stored (rows past the end count as stored).
+  uint32_t done = ALL & ~((1u << rcount) - 1u);
+  while (done != ALL) {
+    const uint32_t e = expert[__ffs(~done) - 1];
+    uint32_t mine = 0;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+      mine |= uint32_t(!((done >> i) & 1u) && expert[i] == e) << i;
+    }
+    done |= mine;
+    bool has_x[R];
+    float acc[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      has_x[r] = (mine >> (g + 8 * r)) & 1u;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[r][i] = 0.f;
+      }
+    }
+    qgemv_accumulate<T, BITS, GROUP, 1, U, R>(
+        x_rows,
+        has_x,
+        w + e * words,
+        scales + e * groups,
+        biases + e * groups,
+        n0,
+        N,
+        K,
+        0,
+        acc);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        int n = n0 + g + (i >> 1) * 8;
+        int m = 8 * r + 2 * t + (i & 1);
+        if (n < N && ((mine >> m) & 1u)) {
+          out[(r0 + m) * int64_t(N) + n] = T(acc[r][i]);
+        }
+      }
+    }
+  }
 }
 
 // Dequantize W to a dense [N, K] matrix of T, for the prefill path that

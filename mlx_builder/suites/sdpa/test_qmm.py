@@ -11,10 +11,11 @@ or for 4-bit weights on an sm_90a build on a Hopper qmm_sm90 up to 2048);
 each path is also forced in its own process (MLX reads MLX_CUDA_QMM_PATH
 once), and MLX_CUDA_QMM_TRACE=1 must name the path and its reason.
 
-`mx.gather_qmm(..., rhs_indices=..., transpose=True)` (0061) gets the same
-bits, groups and dtypes on experts' weights [E, N, K]: mlx-lm's decode and
-sorted layouts, repeated and out-of-order indices, odd N, M up to 8 (the
-GEMV) and past it, B past the GEMV's bound (upstream's kernels).
+`mx.gather_qmm(..., rhs_indices=..., transpose=True)` (0061, 0065) gets the
+same bits, groups and dtypes on experts' weights [E, N, K]: mlx-lm's decode
+and sorted layouts, repeated and out-of-order indices, odd N, M up to 8 (the
+GEMV: one product per block up to 64 products, tiles of rows across products
+past them) and past it (upstream's kernels).
 Inputs are fresh random draws. Nothing is timed.
 """
 
@@ -104,8 +105,9 @@ def test_quantized_matmul_matches_float64(xshape, n, bits, group, dtype):
 # gather_qmm: (experts E, x shape [..., M, K], N, lhs_indices or None (x's
 # batches in order), rhs_indices, sorted_indices). mlx-lm's decode layouts (x
 # [T, 1, 1, K] or [T, k, 1, K], indices [T, k]) and its sorted one (x
-# [T * k, 1, K], ascending experts); M 1 to 8 (the GEMV), 13 and B = 96
-# (upstream's kernels under the default routing).
+# [T * k, 1, K], ascending experts); M 1 to 8 (the GEMV), 13 (upstream's
+# kernels under the default routing); from 65 products the GEMV's row tiles,
+# which hold rows of several experts and, for M > 1, of several products.
 GATHER_CASES = [
     (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
     (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
@@ -115,19 +117,28 @@ GATHER_CASES = [
     (5, (2, 13, 1024), 257, [1, 0, 1], [4, 0, 4], False),
     (32, (12, 1, 1, 768), 130, None, "topk", False),
     (16, (64, 1, 512), 96, None, "sorted", True),
+    (16, (203, 1, 512), 72, None, "sorted", True),
+    (6, (70, 3, 256), 40, None, "random", False),
+    (5, (3, 7, 384), 33, "random", "random", False),
 ]
 GATHER_IDS = ["decode-gate", "decode-down", "M5-B7", "M8-B9", "B1", "M13",
-              "B96", "sorted-B64"]
+              "B96", "sorted-B64", "sorted-B203", "M3-B70", "M7-B80"]
 
 
 def gather_indices(case, rng: np.random.Generator):
     """The case's lhs (or None) and rhs as uint32 arrays ('topk': 8 distinct
-    experts per token, 'sorted': one expert per row of x, ascending)."""
+    experts per token, 'sorted': one expert per row of x, ascending,
+    'random': one per batch of x, or 80 batches of x drawn at random for lhs
+    and experts for rhs)."""
     E, xshape, _, lhs, rhs, _ = case
     if rhs == "topk":
         rhs = [rng.permutation(E)[:8].tolist() for _ in range(xshape[0])]
     elif rhs == "sorted":
         rhs = sorted(rng.integers(0, E, xshape[0]).tolist())
+    elif rhs == "random":
+        rhs = rng.integers(0, E, 80 if lhs == "random" else xshape[0]).tolist()
+    if lhs == "random":
+        lhs = rng.integers(0, xshape[0], 80).tolist()
     return (None if lhs is None else np.array(lhs, dtype=np.uint32),
             np.array(rhs, dtype=np.uint32))
 
@@ -213,11 +224,29 @@ def sm90_compiled_here() -> bool:
             and any(str(a).startswith("90a") for a in manifest.get("archs", [])))
 
 
-@pytest.mark.parametrize("path", ("gemv", "dequant", "upstream", "sm80", "sm90"))
+def gemv_rows_skip_reason() -> str | None:
+    """Why MLX_CUDA_QMM_PATH=gemv_rows cannot be asked of this MLX (patch
+    0065 adds it), or None."""
+    manifest = wheel_manifest()
+    if manifest is not None and not manifest_has_patch(manifest, "0065"):
+        return "this mlx-builder wheel predates the gemv_rows path (patch 0065)"
+    return None
+
+
+def forced_skip_reason(path: str) -> str | None:
+    """Why this MLX cannot take MLX_CUDA_QMM_PATH=path, or None."""
+    if path == "sm90":
+        return sm90_skip_reason()
+    if path == "gemv_rows":
+        return gemv_rows_skip_reason()
+    return None
+
+
+@pytest.mark.parametrize("path", ("gemv", "gemv_rows", "dequant", "upstream", "sm80", "sm90"))
 def test_forced_path_matches_float64(path):
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_PATH is CUDA's")
-    if path == "sm90" and (why := sm90_skip_reason()):
+    if why := forced_skip_reason(path):
         pytest.skip(why)
     here = str(Path(__file__).resolve().parent)
     got = run_json(_FORCED, [here], env={"MLX_CUDA_QMM_PATH": path})
@@ -269,6 +298,20 @@ for bits in (4, 3):
     x = mx.random.normal((300, 512)).astype(mx.bfloat16)
     mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=bits))
 """
+
+
+def test_trace_keeps_dense_calls_off_gemv_rows():
+    """gemv_rows is a gather_qmm path: a dense call forced there keeps
+    upstream's choice and says why."""
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    if why := gemv_rows_skip_reason():
+        pytest.skip(why)
+    lines = trace_lines(_TRACE, "gemv_rows")
+    assert len(lines) == 6, lines
+    assert all(ln.split()[1] == "path=upstream" for ln in lines), lines
+    assert all('reason="gemv_rows forced but not a quantized_matmul path"' in ln
+               for ln in lines), lines
 
 
 def test_trace_names_forced_sm90():
@@ -342,9 +385,11 @@ for bits in (4, 3):
 """
 # (MLX_CUDA_QMM_PATH, each call's path, the reasons' start, the 3-bit call's reason)
 _GATHER_TRACE_EXPECT = {
-    "auto": (["gemv", "upstream", "upstream"], ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "M = 13 > 8"],
+    "auto": (["gemv", "gemv_rows", "upstream"],
+             ["M = 1 <= 8, B = 8 <= 64", "M = 1 <= 8, B = 96 > 64", "M = 13 > 8"],
              "3-bit weights"),
     "gemv": (["gemv", "gemv", "gemv"], ["forced"] * 3, "gemv forced but 3-bit weights"),
+    "gemv_rows": (["gemv_rows"] * 3, ["forced"] * 3, "gemv_rows forced but 3-bit weights"),
     "upstream": (["upstream"] * 3, ["forced"] * 3, "forced"),
     "sm80": (["upstream"] * 3, ["sm80 forced but not a gather_qmm path"] * 3,
              "sm80 forced but not a gather_qmm path"),
@@ -359,11 +404,15 @@ _GATHER_TRACE_EXPECT = {
 def test_gather_trace_names_each_path(path):
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
-    if path == "sm90" and (why := sm90_skip_reason()):
+    if why := forced_skip_reason(path):
         pytest.skip(why)
     lines = trace_lines(_GATHER_TRACE, path)
     assert all(ln.split()[1] == "op=gather_qmm" for ln in lines), lines
     paths, reasons, three_bit = _GATHER_TRACE_EXPECT[path]
+    if path == "auto" and gemv_rows_skip_reason():
+        # Before patch 0065, 96 products kept upstream's kernels.
+        paths, reasons = (["gemv", "upstream", "upstream"],
+                          ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "M = 13 > 8"])
     assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 3], lines
     assert " M=1 B=8 " in lines[0] and " M=1 B=96 " in lines[1] and " M=13 B=8 " in lines[2], lines
     for ln, reason in zip(lines, reasons):
