@@ -19,11 +19,11 @@ also times MLX's bf16 `x @ w.T` at the same shapes.
 
 check-gather does the same for gather_qmm (experts' weights [E, N, K],
 repeated and out-of-order indices, mlx-lm's decode and sorted layouts, M up
-to 13 and B up to 96). bench-gather times gather_qmm at a Qwen3-30B-A3B-like
+to 13 and B up to 203). bench-gather times gather_qmm at a Qwen3-30B-A3B-like
 mixture-of-experts layer (shapes.MOE_SHAPES) the way mlx-lm's SwitchGLU
-calls it for --tokens tokens of decode (top-8 experts each; sorted by
-expert once B reaches 64, as mlx-lm does), in GB/s of the distinct experts'
-weight bytes.
+calls it for --tokens tokens (top-8 experts each; sorted by expert once B
+reaches 64, as mlx-lm does: decode up to 7 tokens, prefill chunks past
+that), in GB/s of the distinct experts' weight bytes and TFLOP/s.
 """
 
 import argparse
@@ -108,8 +108,9 @@ def check(args):
 # (experts E, x shape [..., M, K], N, lhs_indices or None (x's batches in
 # order), rhs_indices, sorted_indices): odd N; mlx-lm's decode layouts (x
 # [T, 1, 1, K] or [T, k, 1, K] with indices [T, k]) and its sorted one;
-# repeated and out-of-order indices; M from 1 to 8 (the GEMV) and 13, B up
-# to 96 (upstream's kernels under the default routing).
+# repeated and out-of-order indices; M from 1 to 8 (the GEMV) and 13
+# (upstream's kernels under the default routing); B up to 203 (past 64 the
+# GEMV's row tiles, across experts and, for M > 1, across products).
 GATHER_CASES = [
     (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
     (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
@@ -120,18 +121,26 @@ GATHER_CASES = [
     (5, (2, 13, 1024), 257, [1, 0, 1], [4, 0, 4], False),
     (32, (12, 1, 1, 768), 130, None, "topk", False),
     (16, (64, 1, 512), 96, None, "sorted", True),
+    (16, (203, 1, 512), 72, None, "sorted", True),
+    (6, (70, 3, 256), 40, None, "random", False),
+    (5, (3, 7, 384), 33, "random", "random", False),
 ]
 
 
 def gather_inputs(case, rng):
     """(E, x shape, N, lhs or None, rhs as nested lists, sorted): the index
     arrays for the case ('topk': 8 distinct experts per token, 'sorted': one
-    expert per row of x, ascending)."""
+    expert per row of x, ascending, 'random': one per batch of x, or 80
+    batches of x drawn at random for lhs and experts for rhs)."""
     E, xshape, N, lhs, rhs, sorted_ = case
     if rhs == "topk":
         rhs = [list(rng.permutation(E)[:8]) for _ in range(xshape[0])]
     elif rhs == "sorted":
         rhs = sorted(rng.integers(0, E, xshape[0]).tolist())
+    elif rhs == "random":
+        rhs = rng.integers(0, E, 80 if lhs == "random" else xshape[0]).tolist()
+    if lhs == "random":
+        lhs = rng.integers(0, xshape[0], 80).tolist()
     lhs = None if lhs is None else np.array(lhs, dtype=np.uint32)
     return E, xshape, N, lhs, np.array(rhs, dtype=np.uint32), sorted_
 
@@ -240,7 +249,7 @@ def bench(args):
 
 
 def bench_gather(args):
-    """gather_qmm as mlx-lm's SwitchGLU calls it in decode: x [T, 1, 1, K]
+    """gather_qmm as mlx-lm's SwitchGLU calls it: x [T, 1, 1, K]
     (gate, up) or [T, k, 1, K] (down) with indices [T, k]; from T * k = 64
     on, x and the indices sorted by expert ([T * k, 1, K], sorted_indices).
     The sort itself is not timed."""
@@ -290,7 +299,17 @@ def bench_gather(args):
             d = float(np.mean(distinct))
             row = {"op": "gather_qmm", "shape": name, "K": K, "N": N,
                    "tokens": T, "B": B, "distinct": d, "bits": bits,
-                   "path": path, "ms": ms, "gbs": d * ebytes / ms / 1e6}
+                   "path": path, "ms": ms, "gbs": d * ebytes / ms / 1e6,
+                   "tflops": 2 * B * N * K / ms / 1e9}
+            if args.bf16 and B >= 64:
+                # The same rows through one bf16 [N, K] matrix (MLX's
+                # cuBLAS GEMM): the work without the experts.
+                dense = [(mx.random.normal((N, K)) * 0.05).astype(mx.bfloat16)
+                         for _ in range(2)]
+                xs = [st[1].reshape(B, K) for st in sets[:2]]
+                mx.eval(dense, xs)
+                bms = timed(lambda i: xs[i] @ dense[i].T, [0, 1], 20)
+                row.update(bf16_ms=bms, bf16_tflops=2 * B * N * K / bms / 1e9)
             rows.append(row)
             print(json.dumps(row), flush=True)
             del sets
@@ -328,16 +347,21 @@ def summary(files):
               f"{v('auto')} {v('gemv')} {v('dequant')} {bfv} | "
               f"{'GB/s' if unit == 'gbs' else 'TFLOP/s'}")
     if gather:
-        print("\ngather_qmm, GB/s of the distinct experts' weight bytes")
-        print(f"{'shape':12s} {'bits':>4s} {'tokens':>6s} {'B':>4s} "
-              f"{'experts':>7s} | upstream    auto    gemv")
+        print("\ngather_qmm, GB/s of the distinct experts' weight bytes "
+              "below 64 products, TFLOP/s from 64")
+        print(f"{'shape':12s} {'bits':>4s} {'tokens':>6s} {'B':>6s} "
+              f"{'experts':>7s} | upstream    auto    gemv gemv_rows    bf16 | unit")
     for (shape, T, bits), d in sorted(gather.items(),
                                       key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         r0 = next(iter(d.values()))
-        cells = " ".join(f"{d[p]['gbs']:7.1f}" if p in d else "      -"
-                         for p in ("upstream", "auto", "gemv"))
-        print(f"{shape:12s} {bits:4d} {T:6d} {r0['B']:4d} "
-              f"{r0['distinct']:7.1f} | {cells}")
+        unit = "gbs" if r0["B"] < 64 else "tflops"
+        cells = " ".join(f"{d[p][unit]:7.1f}" if unit in d.get(p, {}) else "      -"
+                         for p in ("upstream", "auto", "gemv", "gemv_rows"))
+        bf = next((r for r in d.values() if "bf16_tflops" in r), None)
+        cells += f" {bf['bf16_tflops']:7.1f}" if bf and unit == "tflops" else "       -"
+        print(f"{shape:12s} {bits:4d} {T:6d} {r0['B']:6d} "
+              f"{r0['distinct']:7.1f} | {cells} | "
+              f"{'GB/s' if unit == 'gbs' else 'TFLOP/s'}")
 
 
 def main():
@@ -351,7 +375,7 @@ def main():
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
-                   help="bench-gather: decode tokens (B = tokens * top-k)")
+                   help="bench-gather: tokens (B = tokens * top-k; sorted from 64)")
     p.add_argument("--json")
     a = p.parse_args()
     if a.step == "summary":

@@ -3,12 +3,13 @@
 Builds harness.cu with nvcc into a shared library, drives it with torch
 tensors through ctypes, checks every bits/group/dtype combination on odd sizes
 against a float64 reference (dequantize, then matmul), dense and gathered
-(gather_qmm: one product per expert index), and times the decode GEMV (GB/s
-of weight bytes), the gathered GEMV at mixture-of-experts shapes (GB/s of
-the distinct experts' bytes) and the dequantize + cuBLAS prefill step
-(TFLOP/s) beside torch's bf16 GEMM, in one process.
+(gather_qmm: one product per expert index, or tiles of rows across
+products), and times the decode GEMV (GB/s of weight bytes), the gathered
+GEMV at mixture-of-experts shapes (GB/s of the distinct experts' bytes), its
+row tiles over mlx-lm's sorted prefill layout (TFLOP/s) and the dequantize +
+cuBLAS prefill step (TFLOP/s) beside torch's bf16 GEMM, in one process.
 
-    python run.py build check bench-gemv bench-gather bench-prefill --json out.json
+    python run.py build check bench-gemv bench-gather bench-gather-rows bench-prefill --json out.json
 """
 
 import argparse
@@ -44,6 +45,7 @@ def load(path):
         ctypes.c_int] * 3 + [ctypes.c_void_p]
     LIB.qmm_gather_gemv.argtypes = [ctypes.c_int] * 4 + [
         ctypes.c_void_p] * 7 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+    LIB.qmm_gather_rows.argtypes = LIB.qmm_gather_gemv.argtypes
     LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
 
@@ -81,23 +83,37 @@ def gemv(x, w, s, b, bits, group, variant, out=None):
     return out
 
 
-def gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out=None):
+def gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out=None,
+                entry="qmm_gather_gemv"):
     """gather_qmm's GEMV: out[i] = x[lhs[i]] @ W[rhs[i]].T, x [X, M, K], w
     [E, N, K * bits / 32] (or [E * N, ...]), lhs / rhs int32 (read as
-    uint32) on the GPU, out [B, M, N]."""
+    uint32) on the GPU, out [B, M, N]. entry qmm_gather_rows runs the row
+    tiles across products, variant then giving their groups of 8 rows."""
     M, K = x.shape[-2:]
     B = lhs.numel()
     N = out.shape[-1] if out is not None else w.shape[-2]
     if out is None:
         out = torch.empty(B, M, N, dtype=x.dtype, device="cuda")
     assert lhs.dtype == rhs.dtype == torch.int32 and rhs.numel() == B
-    rc = LIB.qmm_gather_gemv(dcode(x.dtype), bits, group, variant,
+    rc = getattr(LIB, entry)(dcode(x.dtype), bits, group, variant,
                              x.data_ptr(), w.data_ptr(), s.data_ptr(),
                              b.data_ptr(), lhs.data_ptr(), rhs.data_ptr(),
                              out.data_ptr(), M, N, K, B,
                              torch.cuda.current_stream().cuda_stream)
     assert rc == 0, rc
     return out
+
+
+# Row groups of 8 per tile of gather_qgemv_rows_kernel that check and
+# bench-gather-rows run; MLX's launcher takes 2.
+ROW_GROUPS = (1, 2)
+
+
+def gather_rows(x, w, s, b, lhs, rhs, bits, group, groups, out):
+    """gather_qmm over tiles of 8 * groups rows across products: the same
+    product as gather_gemv, out [B, M, N]."""
+    return gather_gemv(x, w, s, b, lhs, rhs, bits, group, groups, out,
+                       entry="qmm_gather_rows")
 
 
 def gather_indices(E, B, X, gen):
@@ -177,11 +193,15 @@ def check(results):
 
 
 # Gathered cases (experts E, rows per product M, N, K, products B, batches of
-# x X): odd N, M from 1 to 8 (and 13: two blocks along y), B from 1 to 9.
+# x X): odd N, M from 1 to 8 (and 13: two blocks along y), B from 1 to 9,
+# and 70 to 203 products for the row tiles (sorted: mlx-lm's prefill layout,
+# rhs ascending; the others cross experts in any order).
 GATHER_CASES = [(5, 1, 33, 256, 1, 1), (7, 3, 997, 384, 9, 4),
                 (4, 8, 257, 640, 5, 5), (3, 5, 16, 128, 2, 3),
                 (9, 2, 4099, 1024, 8, 8), (2, 1, 520, 2048, 7, 7),
-                (6, 7, 65, 512, 4, 2), (3, 13, 65, 512, 3, 2)]
+                (6, 7, 65, 512, 4, 2), (3, 13, 65, 512, 3, 2),
+                (16, 1, 72, 512, 203, 203, "sorted"), (6, 3, 40, 256, 70, 70),
+                (5, 7, 33, 320, 80, 3)]
 
 
 def check_gather(gen):
@@ -189,7 +209,7 @@ def check_gather(gen):
     for dtype in (torch.bfloat16, torch.float16):
         for bits in (4, 8):
             for group in (32, 64, 128):
-                for E, M, N, K, B, X in GATHER_CASES:
+                for E, M, N, K, B, X, *order in GATHER_CASES:
                     if K % group:
                         K = (K // group + 1) * group
                     w, s, b, deq = make_weights(E * N, K, bits, group, dtype,
@@ -197,21 +217,29 @@ def check_gather(gen):
                     deq = deq.view(E, N, K)
                     x = torch.randn(X, M, K, generator=gen).to(dtype)
                     lhs, rhs = gather_indices(E, B, X, gen)
+                    if order:
+                        rhs = rhs.sort().values
                     ref = torch.stack([x[int(i)].double() @ deq[int(e)].T
                                        for i, e in zip(lhs, rhs)])
                     xd = x.cuda()
                     li = lhs.to(torch.int32).cuda()
                     ri = rhs.to(torch.int32).cuda()
-                    for v in ACTIVE:
+                    runs = [(VARIANTS[v], lambda out, v=v: gather_gemv(
+                        xd, w, s, b, li, ri, bits, group, v, out))
+                        for v in ACTIVE]
+                    runs += [(f"rows{8 * r}", lambda out, r=r: gather_rows(
+                        xd, w, s, b, li, ri, bits, group, r, out))
+                        for r in ROW_GROUPS]
+                    for label, run in runs:
                         out = torch.full((B, M, N), float("nan"), dtype=dtype,
                                          device="cuda")
-                        gather_gemv(xd, w, s, b, li, ri, bits, group, v, out)
+                        run(out)
                         torch.cuda.synchronize()
                         e = rel(out, ref)
                         worst = max(worst, e)
                         if not e < 1e-2:
                             fails.append(("gather", dtype, bits, group, E, M,
-                                          N, K, B, VARIANTS[v], e))
+                                          N, K, B, label, e))
     return worst, fails
 
 
@@ -371,6 +399,51 @@ def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
     results["gather"] = rows
 
 
+def bench_gather_rows(results, bits=4, group=64, tokens_list=(256, 2048, 8192)):
+    """gather_qgemv_rows_kernel over mlx-lm's sorted prefill layout at
+    MOE_SHAPES: tokens * MOE_TOP_K rows of one row per product, ascending
+    experts (MOE_TOP_K distinct ones per token), in TFLOP/s of 2 * B * N *
+    K, for each of ROW_GROUPS, beside torch's bf16 GEMM of the same rows
+    with one [N, K] matrix (the work without the experts)."""
+    rows = []
+    gen = torch.Generator().manual_seed(4)
+    for name, K, N in MOE_SHAPES:
+        ebytes = N * K * bits // 8 + 2 * N * (K // group) * 2
+        nsets = max(2, min(8, int(1.6e9 // (ebytes * MOE_EXPERTS))))
+        wsets = [random_packed((MOE_EXPERTS,), N, K, bits, group)
+                 for _ in range(nsets)]
+        for tokens in tokens_list:
+            B = tokens * MOE_TOP_K
+            x = torch.randn(B, 1, K, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty(B, 1, N, device="cuda", dtype=torch.bfloat16)
+            lhs = torch.arange(B, dtype=torch.int32, device="cuda")
+            sets = [(*wsets[i % nsets],
+                     moe_indices(tokens, gen).sort().values.to(torch.int32).cuda())
+                    for i in range(nsets)]
+            fl = 2 * B * N * K
+            row = {"shape": name, "K": K, "N": N, "tokens": tokens, "B": B}
+            for r in ROW_GROUPS:
+                ms = time_fn(lambda st, r=r: gather_rows(
+                    x, st[0], st[1], st[2], lhs, st[3], bits, group, r, out),
+                    sets, 20)
+                row[f"rows{8 * r}"] = fl / ms / 1e9
+            wd = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(2)]
+            xf = x.view(B, K)
+            ms = time_fn(lambda d: xf @ d.T, wd, 20)
+            row["torch"] = fl / ms / 1e9
+            rows.append(row)
+        del wsets
+        torch.cuda.empty_cache()
+    print(f"\ngather_qmm row tiles, sorted prefill layout ({MOE_EXPERTS} "
+          f"experts, top-{MOE_TOP_K}, 4-bit, group {group}, bf16), TFLOP/s")
+    for r in rows:
+        vals = " ".join(f"{k}={v:6.1f}" for k, v in r.items()
+                        if k.startswith("rows") or k == "torch")
+        print(f"  {r['shape']:12s} tokens={r['tokens']:5d} B={r['B']:6d} {vals}")
+    results["gather_rows"] = rows
+
+
 def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
     rows = []
     for name, K, N in SHAPES:
@@ -450,8 +523,8 @@ def main():
     p.add_argument("--shapes", help="bench-list: decode_step.py's JSON, or "
                    "a list of [N, K, bits, group]")
     a = p.parse_args()
-    known = {"build", "check", "bench-gemv", "bench-gather", "bench-prefill",
-             "bench-list"}
+    known = {"build", "check", "bench-gemv", "bench-gather",
+             "bench-gather-rows", "bench-prefill", "bench-list"}
     if "bench-list" in a.steps and not a.shapes:
         p.error("bench-list needs --shapes FILE")
     if set(a.steps) - known:
@@ -472,6 +545,8 @@ def main():
             bench_gemv(results, graph=a.graph)
         elif step == "bench-gather":
             bench_gather(results)
+        elif step == "bench-gather-rows":
+            bench_gather_rows(results)
         elif step == "bench-prefill":
             bench_prefill(results)
         elif step == "bench-list":
