@@ -56,7 +56,8 @@ def test_config_files_load_or_raise_config_error(tmp_path_factory, data):
     assert isinstance(loaded.mlx_repo, str) and loaded.mlx_repo
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in loaded.dep_sources.items())
     if isinstance(data.get("mlx_repo"), str):
-        assert loaded.mlx_repo == data["mlx_repo"]
+        # The loader trims a URL's or path's surrounding whitespace.
+        assert loaded.mlx_repo == data["mlx_repo"].strip()
     if isinstance(data.get("jobs"), int) and not isinstance(data["jobs"], bool):
         assert loaded.jobs == data["jobs"]
 
