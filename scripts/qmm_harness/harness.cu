@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 using namespace mlx::core::cu::qmm_affine;
 
 namespace {
@@ -64,29 +66,15 @@ int gemv_variant(int variant, const Gemv& a) {
   }
 }
 
-template <typename T, int BITS>
-int gemv_group(int group, int variant, const Gemv& a) {
-  switch (group) {
-    case 32:
-      return gemv_variant<T, BITS, 32>(variant, a);
-    case 64:
-      return gemv_variant<T, BITS, 64>(variant, a);
-    case 128:
-      return gemv_variant<T, BITS, 128>(variant, a);
-    default:
-      return -1;
-  }
-}
-
-int gemv_dispatch(int dtype, int bits, int group, int variant, const Gemv& a) {
-  if (dtype == 0) {
-    if (bits == 4) return gemv_group<__nv_bfloat16, 4>(group, variant, a);
-    if (bits == 8) return gemv_group<__nv_bfloat16, 8>(group, variant, a);
-  } else {
-    if (bits == 4) return gemv_group<__half, 4>(group, variant, a);
-    if (bits == 8) return gemv_group<__half, 8>(group, variant, a);
-  }
-  return -1;
+template <typename T, int BITS, int GROUP, int R>
+int launch_rows(const Gemv& a) {
+  int64_t rows = int64_t(a.B) * a.M;
+  // As MLX's launcher: 8 warps of 16 weight rows each.
+  dim3 grid(uint32_t((rows + 8 * R - 1) / (8 * R)), (a.N + 127) / 128);
+  gather_qgemv_rows_kernel<T, BITS, GROUP, 8, 2, R><<<grid, 256, 0, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K, rows);
+  return int(cudaGetLastError());
 }
 
 template <typename T, int BITS, int GROUP>
@@ -101,19 +89,42 @@ int launch_dequant(const void* w, const void* s, const void* b, void* out,
   return int(cudaGetLastError());
 }
 
-template <typename T, int BITS>
-int dequant_group(int group, const void* w, const void* s, const void* b,
-                  void* out, int64_t N, int K, cudaStream_t st) {
-  switch (group) {
-    case 32:
-      return launch_dequant<T, BITS, 32>(w, s, b, out, N, K, st);
-    case 64:
-      return launch_dequant<T, BITS, 64>(w, s, b, out, N, K, st);
-    case 128:
-      return launch_dequant<T, BITS, 128>(w, s, b, out, N, K, st);
-    default:
-      return -1;
-  }
+template <typename T>
+struct Tag {
+  using type = T;
+};
+template <int V>
+using Int = std::integral_constant<int, V>;
+
+// f(Tag<T>, Int<BITS>, Int<GROUP>) for dtype (0 = bf16, 1 = fp16), bits and
+// group size; -1 where the header has no kernel.
+template <typename F>
+int dispatch(int dtype, int bits, int group, F&& f) {
+  auto by_group = [&](auto t, auto b) {
+    switch (group) {
+      case 32:
+        return f(t, b, Int<32>{});
+      case 64:
+        return f(t, b, Int<64>{});
+      case 128:
+        return f(t, b, Int<128>{});
+      default:
+        return -1;
+    }
+  };
+  auto by_bits = [&](auto t) {
+    if (bits == 4) return by_group(t, Int<4>{});
+    if (bits == 8) return by_group(t, Int<8>{});
+    return -1;
+  };
+  return dtype == 0 ? by_bits(Tag<__nv_bfloat16>{}) : by_bits(Tag<__half>{});
+}
+
+int gemv_dispatch(int dtype, int bits, int group, int variant, const Gemv& a) {
+  return dispatch(dtype, bits, group, [&](auto t, auto b, auto g) {
+    using T = typename decltype(t)::type;
+    return gemv_variant<T, decltype(b)::value, decltype(g)::value>(variant, a);
+  });
 }
 
 } // namespace
@@ -139,45 +150,9 @@ extern "C" int qmm_gather_gemv(int dtype, int bits, int group, int variant,
   return gemv_dispatch(dtype, bits, group, variant, a);
 }
 
-namespace {
-
-template <typename T, int BITS, int GROUP, int R>
-int launch_rows(const Gemv& a) {
-  int64_t rows = int64_t(a.B) * a.M;
-  // As MLX's launcher: 8 warps of 16 weight rows each.
-  dim3 grid(uint32_t((rows + 8 * R - 1) / (8 * R)), (a.N + 127) / 128);
-  gather_qgemv_rows_kernel<T, BITS, GROUP, 8, 2, R><<<grid, 256, 0, a.st>>>(
-      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
-      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K, rows);
-  return int(cudaGetLastError());
-}
-
-template <typename T, int BITS, int GROUP>
-int rows_groups(int groups, const Gemv& a) {
-  if (groups == 1) return launch_rows<T, BITS, GROUP, 1>(a);
-  if (groups == 2) return launch_rows<T, BITS, GROUP, 2>(a);
-  return -1;
-}
-
-template <typename T, int BITS>
-int rows_group(int group, int groups, const Gemv& a) {
-  switch (group) {
-    case 32:
-      return rows_groups<T, BITS, 32>(groups, a);
-    case 64:
-      return rows_groups<T, BITS, 64>(groups, a);
-    case 128:
-      return rows_groups<T, BITS, 128>(groups, a);
-    default:
-      return -1;
-  }
-}
-
-} // namespace
-
 // gather_qmm over tiles of 8 * groups rows across products (the rows of the
 // B products of M rows laid end to end), one pass per distinct expert of a
-// tile; MLX's launcher picks groups.
+// tile; MLX's launcher takes 2 groups.
 extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
                                const void* x, const void* w, const void* s,
                                const void* b, const void* lhs,
@@ -185,30 +160,22 @@ extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
                                int K, int B, void* stream) {
   Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
          M, N, K, B, (cudaStream_t)stream};
-  if (dtype == 0) {
-    if (bits == 4) return rows_group<__nv_bfloat16, 4>(group, groups, a);
-    if (bits == 8) return rows_group<__nv_bfloat16, 8>(group, groups, a);
-  } else {
-    if (bits == 4) return rows_group<__half, 4>(group, groups, a);
-    if (bits == 8) return rows_group<__half, 8>(group, groups, a);
-  }
-  return -1;
+  return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
+    using T = typename decltype(t)::type;
+    constexpr int BITS = decltype(bt)::value, GROUP = decltype(g)::value;
+    if (groups == 1) return launch_rows<T, BITS, GROUP, 1>(a);
+    if (groups == 2) return launch_rows<T, BITS, GROUP, 2>(a);
+    return -1;
+  });
 }
 
 extern "C" int qmm_dequant(int dtype, int bits, int group, const void* w,
                            const void* s, const void* b, void* out, int64_t N,
                            int K, void* stream) {
   auto st = (cudaStream_t)stream;
-  if (dtype == 0) {
-    if (bits == 4)
-      return dequant_group<__nv_bfloat16, 4>(group, w, s, b, out, N, K, st);
-    if (bits == 8)
-      return dequant_group<__nv_bfloat16, 8>(group, w, s, b, out, N, K, st);
-  } else {
-    if (bits == 4)
-      return dequant_group<__half, 4>(group, w, s, b, out, N, K, st);
-    if (bits == 8)
-      return dequant_group<__half, 8>(group, w, s, b, out, N, K, st);
-  }
-  return -1;
+  return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
+    using T = typename decltype(t)::type;
+    return launch_dequant<T, decltype(bt)::value, decltype(g)::value>(
+        w, s, b, out, N, K, st);
+  });
 }
