@@ -226,7 +226,7 @@ __device__ __forceinline__ void qgemv_store(
 //
 // gather_qgemv_kernel runs the same block once per product of gather_qmm;
 // gather_qgemv_rows_kernel runs its accumulation (qgemv_accumulate) over
-// tiles of 8 rows taken across products.
+// tiles of rows taken across products.
 //
 // Requirements (checked by the caller): K % 32 == 0, K % group_size == 0,
 // 16-byte aligned w and x (every expert's and batch's slice too),
