@@ -77,6 +77,40 @@ int launch_rows(const Gemv& a) {
   return int(cudaGetLastError());
 }
 
+template <typename T, int BITS, int GROUP, int WARPS, int R, int NT, int KC>
+int launch_tiles(const Gemv& a) {
+  int64_t rows = int64_t(a.B) * a.M;
+  constexpr int smem = gather_qmm_tiles_smem<T, R, KC>();
+  auto kernel = gather_qmm_tiles_kernel<T, BITS, GROUP, WARPS, R, NT, KC>;
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  }
+  dim3 grid(uint32_t((rows + 8 * R - 1) / (8 * R)),
+            (a.N + 16 * NT * WARPS - 1) / (16 * NT * WARPS));
+  kernel<<<grid, WARPS * 32, smem, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K, rows);
+  return int(cudaGetLastError());
+}
+
+// Tile shapes of gather_qmm_tiles_kernel the harness compares: warps, row
+// groups of 8, 16-row weight tiles per warp, K per staged chunk. MLX's
+// launcher takes variant 0.
+template <typename T, int BITS, int GROUP>
+int tiles_variant(int variant, const Gemv& a) {
+  switch (variant) {
+    case 0:
+      return launch_tiles<T, BITS, GROUP, 8, 8, 2, 128>(a);
+    case 1:
+      return launch_tiles<T, BITS, GROUP, 8, 8, 1, 128>(a);
+    case 2:
+      return launch_tiles<T, BITS, GROUP, 8, 4, 1, 128>(a);
+    default:
+      return -1;
+  }
+}
+
 template <typename T, int BITS, int GROUP>
 int launch_dequant(const void* w, const void* s, const void* b, void* out,
                    int64_t N, int K, cudaStream_t st) {
@@ -166,6 +200,22 @@ extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
     if (groups == 1) return launch_rows<T, BITS, GROUP, 1>(a);
     if (groups == 2) return launch_rows<T, BITS, GROUP, 2>(a);
     return -1;
+  });
+}
+
+// gather_qmm over tiles of many rows staged in shared memory, one pass per
+// distinct expert of a tile; variant: tiles_variant's tile shape.
+extern "C" int qmm_gather_tiles(int dtype, int bits, int group, int variant,
+                                const void* x, const void* w, const void* s,
+                                const void* b, const void* lhs,
+                                const void* rhs, void* out, int M, int N,
+                                int K, int B, void* stream) {
+  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
+         M, N, K, B, (cudaStream_t)stream};
+  return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
+    using T = typename decltype(t)::type;
+    return tiles_variant<T, decltype(bt)::value, decltype(g)::value>(
+        variant, a);
   });
 }
 

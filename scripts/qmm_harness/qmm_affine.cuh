@@ -673,6 +673,309 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
   }
 }
 
+// gather_qmm_tiles_kernel: gather_qmm over tiles of many rows per expert,
+// as mlx-lm's sorted layout gives them at prefill chunks (one row per
+// product, a hundred or more rows per expert). gather_qgemv_rows_kernel's
+// warps each read the tile's rows of x from L1 and dequantize their weights
+// for 16 rows; here the block stages 8R rows of x through shared memory in
+// chunks of KC columns (double-buffered, one barrier per chunk), so that a
+// warp's dequantized weights feed R MMAs and its x fragments NT tiles of 16
+// weight rows. 4-bit x is stored with each 16-byte unit's halves in the
+// MMA's B order (one PRMT per word, once per block, instead of per warp and
+// MMA), and units are XOR-swizzled so that a quarter warp's 16-byte loads
+// hit distinct banks. As in gather_qgemv_rows_kernel, a tile runs once per
+// distinct expert among its rows (groups of 8 rows without the expert's
+// rows skip their MMAs) and stores only that expert's rows.
+//
+// Requirements: as qgemv_accumulate's; dynamic shared memory of
+// gather_qmm_tiles_smem<T, R, KC>() bytes.
+template <typename T, int R, int KC>
+constexpr int gather_qmm_tiles_smem() {
+  return 2 * 8 * R * (KC + 8) * int(sizeof(T));
+}
+
+template <int BITS>
+__device__ __forceinline__ int tiles_swizzle(int u) {
+  // 4-bit: a quad's lanes read units 4t + j (t = 0..3) of a row: flip bit 1
+  // for t >= 2 so that the four fall into distinct banks.
+  return BITS == 4 ? u ^ (((u >> 3) & 1) << 1) : u;
+}
+
+template <
+    typename T,
+    int BITS,
+    int GROUP,
+    int WARPS,
+    int R,
+    int NT,
+    int KC>
+__global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
+    const T* __restrict__ x,
+    const uint32_t* __restrict__ w,
+    const T* __restrict__ scales,
+    const T* __restrict__ biases,
+    T* __restrict__ out,
+    const uint32_t* __restrict__ lhs_indices,
+    const uint32_t* __restrict__ rhs_indices,
+    int M,
+    int N,
+    int K,
+    int64_t rows) {
+  using V = typename Vec2<T>::type;
+  constexpr int ROWS = 8 * R;
+  constexpr int THREADS = WARPS * 32;
+  constexpr int VALS = 128 / BITS; // K values per 16-byte chunk of W
+  constexpr int KB = 4 * VALS; // K per warp step (a quad across)
+  constexpr int STEPS = KC / KB;
+  constexpr int UNITS = KC / 8; // 16-byte units of x per row and chunk
+  constexpr int LD = KC + 8; // row stride in T: one unit of padding
+  constexpr int LOADS = ROWS * UNITS / THREADS;
+  static_assert(ROWS <= 64 && KC % KB == 0 && UNITS % 16 == 0);
+  static_assert(ROWS * UNITS % THREADS == 0);
+
+  extern __shared__ uint4 tiles_smem[];
+  T* xs = reinterpret_cast<T*>(tiles_smem);
+  __shared__ uint32_t expert[ROWS];
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int n0 = (blockIdx.y * WARPS + warp) * 16 * NT;
+  const bool has_n = n0 < N; // warp-uniform; such warps still stage x
+  const int64_t r0 = int64_t(blockIdx.x) * ROWS;
+  const int rcount = int(min(int64_t(ROWS), rows - r0));
+  const int64_t words = int64_t(N) * (K * BITS / 32);
+  const int64_t groups = int64_t(N) * (K / GROUP);
+  const int chunks_per_row = K / VALS;
+  const int groups_per_row = K / GROUP;
+  const int chunks = (K + KC - 1) / KC;
+
+  if (threadIdx.x < ROWS) {
+    expert[threadIdx.x] =
+        threadIdx.x < rcount ? rhs_indices[(r0 + threadIdx.x) / M] : 0;
+  }
+  // The thread's units of x to stage: row m of product p is row
+  // lhs_indices[p] * M + m of x.
+  const T* xsrc[LOADS];
+  int xdst[LOADS], xcol[LOADS];
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    const int i = threadIdx.x + l * THREADS;
+    const int row = i / UNITS, u = i % UNITS;
+    const int64_t gr = r0 + min(row, rcount - 1);
+    xsrc[l] = x + (int64_t(lhs_indices[gr / M]) * M + gr % M) * K;
+    xcol[l] = u * 8;
+    xdst[l] = row * LD + tiles_swizzle<BITS>(u) * 8;
+  }
+  __syncthreads();
+
+  auto load_x = [&](int c, uint4 (&v)[LOADS]) {
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+      const int k = c * KC + xcol[l];
+      v[l] = k < K ? *reinterpret_cast<const uint4*>(xsrc[l] + k)
+                   : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto store_x = [&](int buf, const uint4 (&v)[LOADS]) {
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+      uint4 o = v[l];
+      if constexpr (BITS == 4) {
+        // Halves (e0..e7) -> (e0,e4) (e1,e5) (e2,e6) (e3,e7): the B
+        // fragments of the unit's two MMAs, in the order dequant_word4
+        // gives W.
+        o = make_uint4(
+            prmt(v[l].x, v[l].z, 0x5410u),
+            prmt(v[l].x, v[l].z, 0x7632u),
+            prmt(v[l].y, v[l].w, 0x5410u),
+            prmt(v[l].y, v[l].w, 0x7632u));
+      }
+      *reinterpret_cast<uint4*>(xs + buf * ROWS * LD + xdst[l]) = o;
+    }
+  };
+
+  // Bit i set once row i is stored (rows past the end count as stored).
+  const uint64_t all = ROWS == 64 ? ~0ull : (1ull << ROWS) - 1;
+  uint64_t done = rcount == 64 ? 0 : all & ~((1ull << rcount) - 1);
+  while (done != all) {
+    const uint32_t e = expert[__ffsll(~done) - 1];
+    uint64_t mine = 0;
+#pragma unroll
+    for (int h = 0; h < ROWS; h += 32) {
+      const int i = h + lane;
+      const bool in = i < ROWS && !((done >> i) & 1) && expert[i] == e;
+      mine |= uint64_t(__ballot_sync(0xffffffffu, in)) << h;
+    }
+    done |= mine;
+
+    const uint4* wa_ptr[NT];
+    const uint4* wb_ptr[NT];
+    const T* sa_ptr[NT];
+    const T* sb_ptr[NT];
+    const T* ba_ptr[NT];
+    const T* bb_ptr[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int ra = min(n0 + nt * 16 + g, N - 1);
+      const int rb = min(n0 + nt * 16 + g + 8, N - 1);
+      wa_ptr[nt] = reinterpret_cast<const uint4*>(w + e * words) +
+          int64_t(ra) * chunks_per_row;
+      wb_ptr[nt] = reinterpret_cast<const uint4*>(w + e * words) +
+          int64_t(rb) * chunks_per_row;
+      sa_ptr[nt] = scales + e * groups + int64_t(ra) * groups_per_row;
+      sb_ptr[nt] = scales + e * groups + int64_t(rb) * groups_per_row;
+      ba_ptr[nt] = biases + e * groups + int64_t(ra) * groups_per_row;
+      bb_ptr[nt] = biases + e * groups + int64_t(rb) * groups_per_row;
+    }
+    uint4 wa[NT][STEPS], wb[NT][STEPS];
+    T sa[NT][STEPS], sb[NT][STEPS], ba[NT][STEPS], bb[NT][STEPS];
+    auto load_w = [&](int c) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+          const int k = c * KC + s * KB + t * VALS;
+          if (has_n && k < K) {
+            wa[nt][s] = ld_stream(wa_ptr[nt] + k / VALS);
+            wb[nt][s] = ld_stream(wb_ptr[nt] + k / VALS);
+            sa[nt][s] = sa_ptr[nt][k / GROUP];
+            sb[nt][s] = sb_ptr[nt][k / GROUP];
+            ba[nt][s] = ba_ptr[nt][k / GROUP];
+            bb[nt][s] = bb_ptr[nt][k / GROUP];
+          } else {
+            wa[nt][s] = wb[nt][s] = make_uint4(0, 0, 0, 0);
+            sa[nt][s] = sb[nt][s] = ba[nt][s] = bb[nt][s] = T(0.f);
+          }
+        }
+      }
+    };
+
+    float acc[NT][R][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[nt][r][i] = 0.f;
+        }
+      }
+    }
+    uint4 xn[LOADS];
+    load_x(0, xn);
+    store_x(0, xn);
+    load_w(0);
+    __syncthreads();
+    for (int c = 0; c < chunks; ++c) {
+      const T* xb = xs + (c & 1) * ROWS * LD;
+      if (c + 1 < chunks) {
+        load_x(c + 1, xn);
+      }
+      // This chunk's weights; the next chunk's are loaded after them.
+      uint4 ca[NT][STEPS], cb[NT][STEPS];
+      T csa[NT][STEPS], csb[NT][STEPS], cba[NT][STEPS], cbb[NT][STEPS];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+          ca[nt][s] = wa[nt][s];
+          cb[nt][s] = wb[nt][s];
+          csa[nt][s] = sa[nt][s];
+          csb[nt][s] = sb[nt][s];
+          cba[nt][s] = ba[nt][s];
+          cbb[nt][s] = bb[nt][s];
+        }
+      }
+      if (c + 1 < chunks) {
+        load_w(c + 1);
+      }
+      if (has_n) {
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            // The A fragments of weight word j of each 16-row tile: 4-bit
+            // two MMAs ([0, 1] and [2, 3]), 8-bit one.
+            uint32_t fa[NT][4], fb[NT][4];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const uint32_t pa = reinterpret_cast<const uint32_t*>(
+                  &ca[nt][s])[j];
+              const uint32_t pb = reinterpret_cast<const uint32_t*>(
+                  &cb[nt][s])[j];
+              if constexpr (BITS == 4) {
+                dequant_word4<T>(
+                    pa, V(csa[nt][s], csa[nt][s]), V(cba[nt][s], cba[nt][s]),
+                    fa[nt]);
+                dequant_word4<T>(
+                    pb, V(csb[nt][s], csb[nt][s]), V(cbb[nt][s], cbb[nt][s]),
+                    fb[nt]);
+              } else {
+                dequant_word8<T>(
+                    pa, float(csa[nt][s]), float(cba[nt][s]), fa[nt]);
+                dequant_word8<T>(
+                    pb, float(csb[nt][s]), float(cbb[nt][s]), fb[nt]);
+              }
+            }
+            // The lane's unit of x for word j: 4-bit unit 4t + j of the
+            // step, 8-bit unit 2t + j / 2 (words 2j, 2j + 1 of its chunk).
+            const int u = BITS == 4 ? s * 16 + 4 * t + j
+                                    : s * 8 + 2 * t + (j >> 1);
+            const T* xrow = xb + g * LD + tiles_swizzle<BITS>(u) * 8;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              if (!((mine >> (8 * r)) & 0xffu)) {
+                continue;
+              }
+              const uint4 xv =
+                  *reinterpret_cast<const uint4*>(xrow + 8 * r * LD);
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt) {
+                if constexpr (BITS == 4) {
+                  uint32_t a0[4] = {fa[nt][0], fb[nt][0], fa[nt][1], fb[nt][1]};
+                  uint32_t a1[4] = {fa[nt][2], fb[nt][2], fa[nt][3], fb[nt][3]};
+                  mma_16816<T>(acc[nt][r], a0, xv.x, xv.y);
+                  mma_16816<T>(acc[nt][r], a1, xv.z, xv.w);
+                } else {
+                  uint32_t a[4] = {fa[nt][0], fb[nt][0], fa[nt][1], fb[nt][1]};
+                  mma_16816<T>(
+                      acc[nt][r],
+                      a,
+                      (j & 1) ? xv.z : xv.x,
+                      (j & 1) ? xv.w : xv.y);
+                }
+              }
+            }
+          }
+        }
+      }
+      if (c + 1 < chunks) {
+        store_x((c + 1) & 1, xn);
+      }
+      __syncthreads();
+    }
+
+    if (has_n) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int n = n0 + nt * 16 + g + (i >> 1) * 8;
+            const int m = 8 * r + 2 * t + (i & 1);
+            if (n < N && ((mine >> m) & 1)) {
+              out[(r0 + m) * int64_t(N) + n] = T(acc[nt][r][i]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Dequantize W to a dense [N, K] matrix of T, for the prefill path that
 // hands the product to cuBLAS. One 32-bit word of W per thread and step, so
 // that a warp reads 128 contiguous bytes and writes 512 (4-bit) or 256

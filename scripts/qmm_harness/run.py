@@ -46,6 +46,7 @@ def load(path):
     LIB.qmm_gather_gemv.argtypes = [ctypes.c_int] * 4 + [
         ctypes.c_void_p] * 7 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
     LIB.qmm_gather_rows.argtypes = LIB.qmm_gather_gemv.argtypes
+    LIB.qmm_gather_tiles.argtypes = LIB.qmm_gather_gemv.argtypes
     LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
 
@@ -114,6 +115,18 @@ def gather_rows(x, w, s, b, lhs, rhs, bits, group, groups, out):
     product as gather_gemv, out [B, M, N]."""
     return gather_gemv(x, w, s, b, lhs, rhs, bits, group, groups, out,
                        entry="qmm_gather_rows")
+
+
+# gather_qmm_tiles_kernel's tile shapes (harness.cu's tiles_variant): rows
+# per tile and weight rows per warp; MLX's launcher takes the first.
+TILE_VARIANTS = {0: "t64n32", 1: "t64n16", 2: "t32n16"}
+
+
+def gather_tiles(x, w, s, b, lhs, rhs, bits, group, variant, out):
+    """gather_qmm over tiles of rows staged in shared memory: the same
+    product as gather_gemv, out [B, M, N]."""
+    return gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out,
+                       entry="qmm_gather_tiles")
 
 
 def gather_indices(E, B, X, gen):
@@ -230,6 +243,9 @@ def check_gather(gen):
                     runs += [(f"rows{8 * r}", lambda out, r=r: gather_rows(
                         xd, w, s, b, li, ri, bits, group, r, out))
                         for r in ROW_GROUPS]
+                    runs += [(name, lambda out, v=v: gather_tiles(
+                        xd, w, s, b, li, ri, bits, group, v, out))
+                        for v, name in TILE_VARIANTS.items()]
                     for label, run in runs:
                         out = torch.full((B, M, N), float("nan"), dtype=dtype,
                                          device="cuda")
@@ -399,15 +415,17 @@ def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
     results["gather"] = rows
 
 
-def bench_gather_rows(results, bits=4, group=64, tokens_list=(256, 2048, 8192)):
-    """gather_qgemv_rows_kernel over mlx-lm's sorted prefill layout at
-    MOE_SHAPES: tokens * MOE_TOP_K rows of one row per product, ascending
-    experts (MOE_TOP_K distinct ones per token), in TFLOP/s of 2 * B * N *
-    K, for each of ROW_GROUPS, beside torch's bf16 GEMM of the same rows
+def bench_gather_rows(results, bits_list=(4, 8), group=64,
+                      tokens_list=(64, 256, 512, 1024, 2048, 8192)):
+    """gather_qgemv_rows_kernel (each of ROW_GROUPS) and
+    gather_qmm_tiles_kernel (each of TILE_VARIANTS) over mlx-lm's sorted
+    prefill layout at MOE_SHAPES: tokens * MOE_TOP_K rows of one row per
+    product, ascending experts (MOE_TOP_K distinct ones per token), in
+    TFLOP/s of 2 * B * N * K, beside torch's bf16 GEMM of the same rows
     with one [N, K] matrix (the work without the experts)."""
     rows = []
     gen = torch.Generator().manual_seed(4)
-    for name, K, N in MOE_SHAPES:
+    for bits, (name, K, N) in [(b, s) for b in bits_list for s in MOE_SHAPES]:
         ebytes = N * K * bits // 8 + 2 * N * (K // group) * 2
         nsets = max(2, min(8, int(1.6e9 // (ebytes * MOE_EXPERTS))))
         wsets = [random_packed((MOE_EXPERTS,), N, K, bits, group)
@@ -421,12 +439,18 @@ def bench_gather_rows(results, bits=4, group=64, tokens_list=(256, 2048, 8192)):
                      moe_indices(tokens, gen).sort().values.to(torch.int32).cuda())
                     for i in range(nsets)]
             fl = 2 * B * N * K
-            row = {"shape": name, "K": K, "N": N, "tokens": tokens, "B": B}
+            row = {"shape": name, "bits": bits, "K": K, "N": N,
+                   "tokens": tokens, "B": B}
             for r in ROW_GROUPS:
                 ms = time_fn(lambda st, r=r: gather_rows(
                     x, st[0], st[1], st[2], lhs, st[3], bits, group, r, out),
                     sets, 20)
                 row[f"rows{8 * r}"] = fl / ms / 1e9
+            for v, vname in TILE_VARIANTS.items():
+                ms = time_fn(lambda st, v=v: gather_tiles(
+                    x, st[0], st[1], st[2], lhs, st[3], bits, group, v, out),
+                    sets, 20)
+                row[vname] = fl / ms / 1e9
             wd = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
                   for _ in range(2)]
             xf = x.view(B, K)
@@ -436,11 +460,13 @@ def bench_gather_rows(results, bits=4, group=64, tokens_list=(256, 2048, 8192)):
         del wsets
         torch.cuda.empty_cache()
     print(f"\ngather_qmm row tiles, sorted prefill layout ({MOE_EXPERTS} "
-          f"experts, top-{MOE_TOP_K}, 4-bit, group {group}, bf16), TFLOP/s")
+          f"experts, top-{MOE_TOP_K}, group {group}, bf16), TFLOP/s")
     for r in rows:
         vals = " ".join(f"{k}={v:6.1f}" for k, v in r.items()
-                        if k.startswith("rows") or k == "torch")
-        print(f"  {r['shape']:12s} tokens={r['tokens']:5d} B={r['B']:6d} {vals}")
+                        if k.startswith("rows") or k == "torch"
+                        or k in TILE_VARIANTS.values())
+        print(f"  {r['shape']:12s} {r['bits']}-bit tokens={r['tokens']:5d} "
+              f"B={r['B']:6d} {vals}")
     results["gather_rows"] = rows
 
 

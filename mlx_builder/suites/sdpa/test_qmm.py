@@ -1,4 +1,4 @@
-"""Affine quantized matmul (patches 0060 to 0064) against a float64
+"""Affine quantized matmul (patches 0060 to 0066) against a float64
 reference.
 
 `mx.quantized_matmul(x, w, scales, biases, transpose=True)` with 4- and
@@ -11,11 +11,12 @@ or for 4-bit weights on an sm_90a build on a Hopper qmm_sm90 up to 2048);
 each path is also forced in its own process (MLX reads MLX_CUDA_QMM_PATH
 once), and MLX_CUDA_QMM_TRACE=1 must name the path and its reason.
 
-`mx.gather_qmm(..., rhs_indices=..., transpose=True)` (0061, 0065) gets the
-same bits, groups and dtypes on experts' weights [E, N, K]: mlx-lm's decode
-and sorted layouts, repeated and out-of-order indices, odd N, M up to 8 (the
-GEMV: one product per block up to 64 products, tiles of rows across products
-past them) and past it (upstream's kernels).
+`mx.gather_qmm(..., rhs_indices=..., transpose=True)` (0061, 0065, 0066)
+gets the same bits, groups and dtypes on experts' weights [E, N, K]: mlx-lm's
+decode and sorted layouts, repeated and out-of-order indices, odd N, M up to
+8 (the GEMV: one product per block up to 64 products, tiles of rows across
+products past them, for 4-bit weights staged tiles of 64 rows from 64 rows
+per expert) and past it (upstream's kernels).
 Inputs are fresh random draws. Nothing is timed.
 """
 
@@ -107,7 +108,9 @@ def test_quantized_matmul_matches_float64(xshape, n, bits, group, dtype):
 # [T, 1, 1, K] or [T, k, 1, K], indices [T, k]) and its sorted one (x
 # [T * k, 1, K], ascending experts); M 1 to 8 (the GEMV), 13 (upstream's
 # kernels under the default routing); from 65 products the GEMV's row tiles,
-# which hold rows of several experts and, for M > 1, of several products.
+# which hold rows of several experts and, for M > 1, of several products,
+# and for 4-bit weights from 64 rows per expert the staged tiles (M7-B80
+# unsorted, sorted-E3-B203 sorted, ending inside a tile).
 GATHER_CASES = [
     (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
     (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
@@ -118,11 +121,13 @@ GATHER_CASES = [
     (32, (12, 1, 1, 768), 130, None, "topk", False),
     (16, (64, 1, 512), 96, None, "sorted", True),
     (16, (203, 1, 512), 72, None, "sorted", True),
+    (3, (203, 1, 384), 72, None, "sorted", True),
     (6, (70, 3, 256), 40, None, "random", False),
     (5, (3, 7, 384), 33, "random", "random", False),
 ]
 GATHER_IDS = ["decode-gate", "decode-down", "M5-B7", "M8-B9", "B1", "M13",
-              "B96", "sorted-B64", "sorted-B203", "M3-B70", "M7-B80"]
+              "B96", "sorted-B64", "sorted-B203", "sorted-E3-B203", "M3-B70",
+              "M7-B80"]
 
 
 def gather_indices(case, rng: np.random.Generator):
@@ -205,13 +210,17 @@ print(json.dumps({"worst": worst, "fails": fails}))
 """
 
 
-def sm90_skip_reason() -> str | None:
-    """Why MLX_CUDA_QMM_PATH=sm90 cannot be asked of this MLX (patch 0064
-    adds it), or None."""
+def patch_skip_reason(patch: str, path: str) -> str | None:
+    """Why MLX_CUDA_QMM_PATH=path cannot be asked of this MLX (an
+    mlx-builder wheel without the patch that adds it), or None."""
     manifest = wheel_manifest()
-    if manifest is not None and not manifest_has_patch(manifest, "0064"):
-        return "this mlx-builder wheel predates the sm90 path (patch 0064)"
+    if manifest is not None and not manifest_has_patch(manifest, patch):
+        return f"this mlx-builder wheel predates the {path} path (patch {patch})"
     return None
+
+
+def sm90_skip_reason() -> str | None:
+    return patch_skip_reason("0064", "sm90")
 
 
 def sm90_compiled_here() -> bool:
@@ -225,12 +234,11 @@ def sm90_compiled_here() -> bool:
 
 
 def gemv_rows_skip_reason() -> str | None:
-    """Why MLX_CUDA_QMM_PATH=gemv_rows cannot be asked of this MLX (patch
-    0065 adds it), or None."""
-    manifest = wheel_manifest()
-    if manifest is not None and not manifest_has_patch(manifest, "0065"):
-        return "this mlx-builder wheel predates the gemv_rows path (patch 0065)"
-    return None
+    return patch_skip_reason("0065", "gemv_rows")
+
+
+def tiles_skip_reason() -> str | None:
+    return patch_skip_reason("0066", "tiles")
 
 
 def forced_skip_reason(path: str) -> str | None:
@@ -239,10 +247,13 @@ def forced_skip_reason(path: str) -> str | None:
         return sm90_skip_reason()
     if path == "gemv_rows":
         return gemv_rows_skip_reason()
+    if path == "tiles":
+        return tiles_skip_reason()
     return None
 
 
-@pytest.mark.parametrize("path", ("gemv", "gemv_rows", "dequant", "upstream", "sm80", "sm90"))
+@pytest.mark.parametrize("path", ("gemv", "gemv_rows", "tiles", "dequant", "upstream", "sm80",
+                                  "sm90"))
 def test_forced_path_matches_float64(path):
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_PATH is CUDA's")
@@ -300,17 +311,18 @@ for bits in (4, 3):
 """
 
 
-def test_trace_keeps_dense_calls_off_gemv_rows():
-    """gemv_rows is a gather_qmm path: a dense call forced there keeps
-    upstream's choice and says why."""
+@pytest.mark.parametrize("path", ("gemv_rows", "tiles"))
+def test_trace_keeps_dense_calls_off_gather_paths(path):
+    """gemv_rows and tiles are gather_qmm paths: a dense call forced there
+    keeps upstream's choice and says why."""
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
-    if why := gemv_rows_skip_reason():
+    if why := forced_skip_reason(path):
         pytest.skip(why)
-    lines = trace_lines(_TRACE, "gemv_rows")
+    lines = trace_lines(_TRACE, path)
     assert len(lines) == 6, lines
     assert all(ln.split()[1] == "path=upstream" for ln in lines), lines
-    assert all('reason="gemv_rows forced but not a quantized_matmul path"' in ln
+    assert all(f'reason="{path} forced but not a quantized_matmul path"' in ln
                for ln in lines), lines
 
 
@@ -369,15 +381,15 @@ def test_trace_routes_4_bit_calls_to_sm90_where_compiled():
         assert paths == ["upstream", "upstream", "upstream", "dequant", "dequant", "dequant"], lines
 
 
-# gather_qmm at M = 1 with 8 products (the GEMV), 96 products, 13 rows per
-# product, and 3-bit weights.
+# gather_qmm at M = 1 with 8 products (the GEMV), 96 and 1280 products (6
+# and 80 rows per expert), 13 rows per product, and 3-bit weights.
 _GATHER_TRACE = """
 import mlx.core as mx
 w = mx.random.normal((16, 256, 512)).astype(mx.bfloat16)
 idx = mx.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype=mx.uint32)
 for bits in (4, 3):
     q = mx.quantize(w, group_size=64, bits=bits)
-    for tokens, m in ((1, 1), (12, 1), (1, 13)):
+    for tokens, m in ((1, 1), (12, 1), (160, 1), (1, 13)):
         x = mx.random.normal((tokens, 1, m, 512)).astype(mx.bfloat16)
         i = mx.broadcast_to(idx, (tokens, 8))
         mx.eval(mx.gather_qmm(x, *q, rhs_indices=i, transpose=True,
@@ -385,17 +397,20 @@ for bits in (4, 3):
 """
 # (MLX_CUDA_QMM_PATH, each call's path, the reasons' start, the 3-bit call's reason)
 _GATHER_TRACE_EXPECT = {
-    "auto": (["gemv", "gemv_rows", "upstream"],
-             ["M = 1 <= 8, B = 8 <= 64", "M = 1 <= 8, B = 96 > 64", "M = 13 > 8"],
+    "auto": (["gemv", "gemv_rows", "tiles", "upstream"],
+             ["M = 1 <= 8, B = 8 <= 64", "M = 1 <= 8, B = 96 > 64",
+              "4-bit, M = 1 <= 8, B = 1280 > 64, 1280 rows over 16 experts",
+              "M = 13 > 8"],
              "3-bit weights"),
-    "gemv": (["gemv", "gemv", "gemv"], ["forced"] * 3, "gemv forced but 3-bit weights"),
-    "gemv_rows": (["gemv_rows"] * 3, ["forced"] * 3, "gemv_rows forced but 3-bit weights"),
-    "upstream": (["upstream"] * 3, ["forced"] * 3, "forced"),
-    "sm80": (["upstream"] * 3, ["sm80 forced but not a gather_qmm path"] * 3,
+    "gemv": (["gemv"] * 4, ["forced"] * 4, "gemv forced but 3-bit weights"),
+    "gemv_rows": (["gemv_rows"] * 4, ["forced"] * 4, "gemv_rows forced but 3-bit weights"),
+    "tiles": (["tiles"] * 4, ["forced"] * 4, "tiles forced but 3-bit weights"),
+    "upstream": (["upstream"] * 4, ["forced"] * 4, "forced"),
+    "sm80": (["upstream"] * 4, ["sm80 forced but not a gather_qmm path"] * 4,
              "sm80 forced but not a gather_qmm path"),
-    "dequant": (["upstream"] * 3, ["dequant forced but not a gather_qmm path"] * 3,
+    "dequant": (["upstream"] * 4, ["dequant forced but not a gather_qmm path"] * 4,
                 "dequant forced but not a gather_qmm path"),
-    "sm90": (["upstream"] * 3, ["sm90 forced but not a gather_qmm path"] * 3,
+    "sm90": (["upstream"] * 4, ["sm90 forced but not a gather_qmm path"] * 4,
              "sm90 forced but not a gather_qmm path"),
 }
 
@@ -410,11 +425,17 @@ def test_gather_trace_names_each_path(path):
     assert all(ln.split()[1] == "op=gather_qmm" for ln in lines), lines
     paths, reasons, three_bit = _GATHER_TRACE_EXPECT[path]
     if path == "auto" and gemv_rows_skip_reason():
-        # Before patch 0065, 96 products kept upstream's kernels.
-        paths, reasons = (["gemv", "upstream", "upstream"],
-                          ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "M = 13 > 8"])
-    assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 3], lines
-    assert " M=1 B=8 " in lines[0] and " M=1 B=96 " in lines[1] and " M=13 B=8 " in lines[2], lines
+        # Before patch 0065, 96 and 1280 products kept upstream's kernels.
+        paths, reasons = (["gemv", "upstream", "upstream", "upstream"],
+                          ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "B = 1280 > 64",
+                           "M = 13 > 8"])
+    elif path == "auto" and tiles_skip_reason():
+        # Before patch 0066, 1280 products took the GEMV's row tiles.
+        paths = ["gemv", "gemv_rows", "gemv_rows", "upstream"]
+        reasons = [*reasons[:2], "M = 1 <= 8, B = 1280 > 64", reasons[3]]
+    assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 4], lines
+    assert (" M=1 B=8 " in lines[0] and " M=1 B=96 " in lines[1]
+            and " M=1 B=1280 " in lines[2] and " M=13 B=8 " in lines[3]), lines
     for ln, reason in zip(lines, reasons):
         assert f'reason="{reason}"' in ln, ln
-    assert all(f'reason="{three_bit}"' in ln for ln in lines[3:]), lines[3:]
+    assert all(f'reason="{three_bit}"' in ln for ln in lines[4:]), lines[4:]
