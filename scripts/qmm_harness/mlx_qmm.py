@@ -33,7 +33,7 @@ import sys
 import time
 
 import numpy as np
-from shapes import MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
+from shapes import MOE_DENSE_SHAPES, MOE_EXPERTS, MOE_SHAPES, MOE_TOP_K, SHAPES
 
 
 def unpack(wq, bits):
@@ -210,8 +210,10 @@ def bench(args):
     path = os.environ.get("MLX_CUDA_QMM_PATH", "auto")
     rows = []
     bits, group = args.bits, 64
-    for name, K, N in SHAPES:
-        if args.shapes and name not in args.shapes:
+    # gemma-4's shapes by default; --shapes may also name MOE_DENSE_SHAPES.
+    for name, K, N in SHAPES + MOE_DENSE_SHAPES:
+        if (name not in args.shapes if args.shapes
+                else (name, K, N) not in SHAPES):
             continue
         wbytes = N * K * bits // 8 + 2 * N * (K // group) * 2
         nsets = max(2, min(8, int(4e8 // wbytes)))
