@@ -701,14 +701,7 @@ __device__ __forceinline__ int tiles_swizzle(int u) {
   return BITS == 4 ? u ^ (((u >> 3) & 1) << 1) : u;
 }
 
-template <
-    typename T,
-    int BITS,
-    int GROUP,
-    int WARPS,
-    int R,
-    int NT,
-    int KC>
+template <typename T, int BITS, int GROUP, int WARPS, int R, int NT, int KC>
 __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
     const T* __restrict__ x,
     const uint32_t* __restrict__ w,
@@ -901,16 +894,20 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
             uint32_t fa[NT][4], fb[NT][4];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-              const uint32_t pa = reinterpret_cast<const uint32_t*>(
-                  &ca[nt][s])[j];
-              const uint32_t pb = reinterpret_cast<const uint32_t*>(
-                  &cb[nt][s])[j];
+              const uint32_t pa =
+                  reinterpret_cast<const uint32_t*>(&ca[nt][s])[j];
+              const uint32_t pb =
+                  reinterpret_cast<const uint32_t*>(&cb[nt][s])[j];
               if constexpr (BITS == 4) {
                 dequant_word4<T>(
-                    pa, V(csa[nt][s], csa[nt][s]), V(cba[nt][s], cba[nt][s]),
+                    pa,
+                    V(csa[nt][s], csa[nt][s]),
+                    V(cba[nt][s], cba[nt][s]),
                     fa[nt]);
                 dequant_word4<T>(
-                    pb, V(csb[nt][s], csb[nt][s]), V(cbb[nt][s], cbb[nt][s]),
+                    pb,
+                    V(csb[nt][s], csb[nt][s]),
+                    V(cbb[nt][s], cbb[nt][s]),
                     fb[nt]);
               } else {
                 dequant_word8<T>(
@@ -921,8 +918,8 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
             }
             // The lane's unit of x for word j: 4-bit unit 4t + j of the
             // step, 8-bit unit 2t + j / 2 (words 2j, 2j + 1 of its chunk).
-            const int u = BITS == 4 ? s * 16 + 4 * t + j
-                                    : s * 8 + 2 * t + (j >> 1);
+            const int u =
+                BITS == 4 ? s * 16 + 4 * t + j : s * 8 + 2 * t + (j >> 1);
             const T* xrow = xb + g * LD + tiles_swizzle<BITS>(u) * 8;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
