@@ -161,6 +161,14 @@ int gemv_dispatch(int dtype, int bits, int group, int variant, const Gemv& a) {
   });
 }
 
+// A gather_qmm call as the C entry points receive it.
+Gemv gather_call(const void* x, const void* w, const void* s, const void* b,
+                 const void* lhs, const void* rhs, void* out, int M, int N,
+                 int K, int B, void* stream) {
+  return Gemv{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
+              M, N, K, B, (cudaStream_t)stream};
+}
+
 } // namespace
 
 // dtype: 0 = bf16, 1 = fp16.
@@ -179,8 +187,7 @@ extern "C" int qmm_gather_gemv(int dtype, int bits, int group, int variant,
                                const void* b, const void* lhs,
                                const void* rhs, void* out, int M, int N,
                                int K, int B, void* stream) {
-  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
-         M, N, K, B, (cudaStream_t)stream};
+  Gemv a = gather_call(x, w, s, b, lhs, rhs, out, M, N, K, B, stream);
   return gemv_dispatch(dtype, bits, group, variant, a);
 }
 
@@ -192,8 +199,7 @@ extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
                                const void* b, const void* lhs,
                                const void* rhs, void* out, int M, int N,
                                int K, int B, void* stream) {
-  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
-         M, N, K, B, (cudaStream_t)stream};
+  Gemv a = gather_call(x, w, s, b, lhs, rhs, out, M, N, K, B, stream);
   return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
     using T = typename decltype(t)::type;
     constexpr int BITS = decltype(bt)::value, GROUP = decltype(g)::value;
@@ -210,8 +216,7 @@ extern "C" int qmm_gather_tiles(int dtype, int bits, int group, int variant,
                                 const void* b, const void* lhs,
                                 const void* rhs, void* out, int M, int N,
                                 int K, int B, void* stream) {
-  Gemv a{x, w, s, b, out, (const uint32_t*)lhs, (const uint32_t*)rhs,
-         M, N, K, B, (cudaStream_t)stream};
+  Gemv a = gather_call(x, w, s, b, lhs, rhs, out, M, N, K, B, stream);
   return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
     using T = typename decltype(t)::type;
     return tiles_variant<T, decltype(bt)::value, decltype(g)::value>(

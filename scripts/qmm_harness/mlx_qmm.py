@@ -211,9 +211,9 @@ def bench(args):
     rows = []
     bits, group = args.bits, 64
     # gemma-4's shapes by default; --shapes may also name MOE_DENSE_SHAPES.
+    wanted = args.shapes or [name for name, _, _ in SHAPES]
     for name, K, N in SHAPES + MOE_DENSE_SHAPES:
-        if (name not in args.shapes if args.shapes
-                else (name, K, N) not in SHAPES):
+        if name not in wanted:
             continue
         wbytes = N * K * bits // 8 + 2 * N * (K // group) * 2
         nsets = max(2, min(8, int(4e8 // wbytes)))

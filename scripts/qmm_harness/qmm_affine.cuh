@@ -576,6 +576,59 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_kernel(
       K);
 }
 
+// Tiles of rows across products (gather_qgemv_rows_kernel,
+// gather_qmm_tiles_kernel) lay the products' M rows end to end: row `row`
+// there is row m = row % M of product p = row / M, which is row
+// lhs_indices[p] * M + m of x.
+template <typename T>
+__device__ __forceinline__ const T* gathered_x_row(
+    const T* x,
+    const uint32_t* lhs_indices,
+    int M,
+    int K,
+    int64_t row) {
+  return x + (int64_t(lhs_indices[row / M]) * M + row % M) * K;
+}
+
+// Threads 0 ... ROWS - 1 write the expert of the tile's row r0 + i into
+// expert[i] (0 past the tile's rcount rows).
+template <int ROWS>
+__device__ __forceinline__ void load_tile_experts(
+    uint32_t* expert,
+    const uint32_t* rhs_indices,
+    int64_t r0,
+    int rcount,
+    int M) {
+  if (threadIdx.x < ROWS) {
+    expert[threadIdx.x] =
+        threadIdx.x < rcount ? rhs_indices[(r0 + threadIdx.x) / M] : 0;
+  }
+}
+
+// Stores one 16 x 8 MMA accumulator tile of a tile's pass: weight rows
+// n0 + g and n0 + g + 8 of the tile's rows m0 + 2t and m0 + 2t + 1, where
+// bit m of `mine` marks row m as the pass's expert's.
+template <typename T, typename Mask>
+__device__ __forceinline__ void store_tile_rows(
+    const float* acc,
+    T* __restrict__ out,
+    int64_t r0,
+    int n0,
+    int m0,
+    Mask mine,
+    int N) {
+  const int g = (threadIdx.x & 31) >> 2;
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = n0 + g + (i >> 1) * 8;
+    const int m = m0 + 2 * t + (i & 1);
+    if (n < N && ((mine >> m) & 1)) {
+      out[(r0 + m) * int64_t(N) + n] = T(acc[i]);
+    }
+  }
+}
+
 // gather_qmm over many products of few rows, as mlx-lm's sorted layout calls
 // it (one row per product, experts ascending): the products' M rows are laid
 // end to end, block x takes the 8R rows from 8R * blockIdx.x and each of
@@ -604,7 +657,6 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
-  const int t = lane & 3;
   const int n0 = (blockIdx.y * WARPS + warp) * 16;
   const int64_t r0 = int64_t(blockIdx.x) * ROWS;
   const int rcount = int(min(int64_t(ROWS), rows - r0));
@@ -612,16 +664,13 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
   const int64_t groups = int64_t(N) * (K / GROUP);
 
   __shared__ uint32_t expert[ROWS];
-  if (threadIdx.x < ROWS) {
-    expert[threadIdx.x] =
-        threadIdx.x < rcount ? rhs_indices[(r0 + threadIdx.x) / M] : 0;
-  }
-  // The lane's rows of x: row m of product p is row lhs_indices[p] * M + m.
+  load_tile_experts<ROWS>(expert, rhs_indices, r0, rcount, M);
+  // The lane's rows of x.
   const T* x_rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = r0 + min(g + 8 * r, rcount - 1);
-    x_rows[r] = x + (int64_t(lhs_indices[row / M]) * M + row % M) * K;
+    x_rows[r] =
+        gathered_x_row(x, lhs_indices, M, K, r0 + min(g + 8 * r, rcount - 1));
   }
   __syncthreads();
   if (n0 >= N) {
@@ -661,14 +710,7 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
         acc);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        int n = n0 + g + (i >> 1) * 8;
-        int m = 8 * r + 2 * t + (i & 1);
-        if (n < N && ((mine >> m) & 1u)) {
-          out[(r0 + m) * int64_t(N) + n] = T(acc[r][i]);
-        }
-      }
+      store_tile_rows(acc[r], out, r0, n0, 8 * r, mine, N);
     }
   }
 }
@@ -744,20 +786,15 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
   const int groups_per_row = K / GROUP;
   const int chunks = (K + KC - 1) / KC;
 
-  if (threadIdx.x < ROWS) {
-    expert[threadIdx.x] =
-        threadIdx.x < rcount ? rhs_indices[(r0 + threadIdx.x) / M] : 0;
-  }
-  // The thread's units of x to stage: row m of product p is row
-  // lhs_indices[p] * M + m of x.
+  load_tile_experts<ROWS>(expert, rhs_indices, r0, rcount, M);
+  // The thread's units of x to stage.
   const T* xsrc[LOADS];
   int xdst[LOADS], xcol[LOADS];
 #pragma unroll
   for (int l = 0; l < LOADS; ++l) {
     const int i = threadIdx.x + l * THREADS;
     const int row = i / UNITS, u = i % UNITS;
-    const int64_t gr = r0 + min(row, rcount - 1);
-    xsrc[l] = x + (int64_t(lhs_indices[gr / M]) * M + gr % M) * K;
+    xsrc[l] = gathered_x_row(x, lhs_indices, M, K, r0 + min(row, rcount - 1));
     xcol[l] = u * 8;
     xdst[l] = row * LD + tiles_swizzle<BITS>(u) * 8;
   }
@@ -959,14 +996,7 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
       for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int n = n0 + nt * 16 + g + (i >> 1) * 8;
-            const int m = 8 * r + 2 * t + (i & 1);
-            if (n < N && ((mine >> m) & 1)) {
-              out[(r0 + m) * int64_t(N) + n] = T(acc[nt][r][i]);
-            }
-          }
+          store_tile_rows(acc[nt][r], out, r0, n0 + nt * 16, 8 * r, mine, N);
         }
       }
     }
