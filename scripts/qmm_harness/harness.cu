@@ -21,6 +21,10 @@ struct Gemv {
   const uint32_t* rhs;
   int M, N, K, B;
   cudaStream_t st;
+  // gather_qmm_tiles_kernel over sorted indices: E experts and room for
+  // gather_expert_tiles_kernel's table (null: tiles of consecutive rows).
+  int E = 0;
+  int64_t* tiles = nullptr;
 };
 
 // DQ: qgemv_block (dequantize first) for dense 4-bit calls too.
@@ -81,27 +85,35 @@ template <typename T, int BITS, int GROUP, int WARPS, int R, int NT, int KC>
 int launch_tiles(const Gemv& a) {
   int64_t rows = int64_t(a.B) * a.M;
   constexpr int smem = gather_qmm_tiles_smem<T, R, KC>();
-  auto kernel = gather_qmm_tiles_kernel<T, BITS, GROUP, WARPS, R, NT, KC>;
+  auto kernel = a.tiles != nullptr
+      ? gather_qmm_tiles_kernel<T, BITS, GROUP, WARPS, R, NT, KC, true>
+      : gather_qmm_tiles_kernel<T, BITS, GROUP, WARPS, R, NT, KC, false>;
   if (smem > 48 * 1024) {
     cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   }
-  dim3 grid(uint32_t((rows + 8 * R - 1) / (8 * R)),
-            (a.N + 16 * NT * WARPS - 1) / (16 * NT * WARPS));
+  // As MLX's launcher: sorted indices add at most one tile per expert.
+  int64_t tiles = (rows + 8 * R - 1) / (8 * R);
+  if (a.tiles != nullptr) {
+    tiles += a.E;
+    gather_expert_tiles_kernel<8 * R><<<1, 1024, 0, a.st>>>(
+        a.rhs, a.B, a.M, a.E, a.tiles, tiles);
+  }
+  dim3 grid(uint32_t(tiles), (a.N + 16 * NT * WARPS - 1) / (16 * NT * WARPS));
   kernel<<<grid, WARPS * 32, smem, a.st>>>(
       (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
-      (T*)a.out, a.lhs, a.rhs, a.M, a.N, a.K, rows);
+      (T*)a.out, a.lhs, a.rhs, a.tiles, a.M, a.N, a.K, rows);
   return int(cudaGetLastError());
 }
 
 // Tile shapes of gather_qmm_tiles_kernel the harness compares: warps, row
 // groups of 8, 16-row weight tiles per warp, K per staged chunk. MLX's
-// launcher takes variant 0.
+// launcher takes variant 0 (chunks of 64 columns for 8-bit weights).
 template <typename T, int BITS, int GROUP>
 int tiles_variant(int variant, const Gemv& a) {
   switch (variant) {
     case 0:
-      return launch_tiles<T, BITS, GROUP, 8, 8, 2, 128>(a);
+      return launch_tiles<T, BITS, GROUP, 8, 8, 2, BITS == 4 ? 128 : 64>(a);
     case 1:
       return launch_tiles<T, BITS, GROUP, 8, 8, 1, 128>(a);
     case 2:
@@ -211,12 +223,18 @@ extern "C" int qmm_gather_rows(int dtype, int bits, int group, int groups,
 
 // gather_qmm over tiles of many rows staged in shared memory, one pass per
 // distinct expert of a tile; variant: tiles_variant's tile shape.
+// With tiles (room for 2 * (ceil(B * M / tile rows) + E) int64), rhs sorted
+// by expert: tiles that each hold one expert's rows, as MLX runs sorted
+// indices.
 extern "C" int qmm_gather_tiles(int dtype, int bits, int group, int variant,
                                 const void* x, const void* w, const void* s,
                                 const void* b, const void* lhs,
                                 const void* rhs, void* out, int M, int N,
-                                int K, int B, void* stream) {
+                                int K, int B, int E, int64_t* tiles,
+                                void* stream) {
   Gemv a = gather_call(x, w, s, b, lhs, rhs, out, M, N, K, B, stream);
+  a.E = E;
+  a.tiles = tiles;
   return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
     using T = typename decltype(t)::type;
     return tiles_variant<T, decltype(bt)::value, decltype(g)::value>(

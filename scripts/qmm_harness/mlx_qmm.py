@@ -352,13 +352,13 @@ def summary(files):
         print("\ngather_qmm, GB/s of the distinct experts' weight bytes "
               "below 64 products, TFLOP/s from 64")
         print(f"{'shape':12s} {'bits':>4s} {'tokens':>6s} {'B':>6s} "
-              f"{'experts':>7s} | upstream    auto    gemv gemv_rows    bf16 | unit")
+              f"{'experts':>7s} | upstream    auto    gemv gemv_rows   tiles    bf16 | unit")
     for (shape, T, bits), d in sorted(gather.items(),
                                       key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         r0 = next(iter(d.values()))
         unit = "gbs" if r0["B"] < 64 else "tflops"
         cells = " ".join(f"{d[p][unit]:7.1f}" if unit in d.get(p, {}) else "      -"
-                         for p in ("upstream", "auto", "gemv", "gemv_rows"))
+                         for p in ("upstream", "auto", "gemv", "gemv_rows", "tiles"))
         bf = next((r for r in d.values() if "bf16_tflops" in r), None)
         cells += f" {bf['bf16_tflops']:7.1f}" if bf and unit == "tflops" else "       -"
         print(f"{shape:12s} {bits:4d} {T:6d} {r0['B']:6d} "

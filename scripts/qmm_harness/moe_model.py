@@ -2,7 +2,8 @@
 
 mlx-lm's qwen3_moe Model at Qwen3-30B-A3B's configuration (48 layers,
 hidden 2048, 128 experts of intermediate 768, top-8; shapes.MOE_SHAPES),
-random weights quantized to 4 bits (group 64) one layer at a time. It
+random weights quantized to --bits bits (4 or 8, group 64) one layer at a
+time. It
 prefills a random prompt of --length tokens in mlx-lm's chunks of 2048 (its
 SwitchGLU sorts each chunk's 2048 * 8 rows by expert and calls gather_qmm
 with one row per product), then decodes --decode greedy tokens (8 products,
@@ -41,7 +42,7 @@ CONFIG = dict(
 STEP = 2048  # mlx-lm generate's default prefill_step_size
 
 
-def build(mx, layers):
+def build(mx, layers, bits):
     import mlx.nn as nn
     from mlx_lm.models import qwen3_moe
 
@@ -50,10 +51,10 @@ def build(mx, layers):
         dict(CONFIG, num_hidden_layers=layers)))
     model.set_dtype(mx.bfloat16)
     for layer in model.layers:
-        nn.quantize(layer, group_size=64, bits=4)
+        nn.quantize(layer, group_size=64, bits=bits)
         mx.eval(layer.parameters())
         mx.clear_cache()
-    nn.quantize(model, group_size=64, bits=4)
+    nn.quantize(model, group_size=64, bits=bits)
     mx.eval(model.parameters())
     mx.clear_cache()
     return model
@@ -84,7 +85,7 @@ def run(args):
 
     accept_global_scale(mx)
 
-    model = build(mx, args.layers)
+    model = build(mx, args.layers, args.bits)
     tokens = mx.random.randint(0, CONFIG["vocab_size"], (args.length,),
                                key=mx.random.key(args.length))
     mx.eval(tokens)
@@ -125,7 +126,7 @@ def run(args):
         mx.async_eval(y)
     mx.eval(y)
     decode_s = time.perf_counter() - t
-    return {"model": "qwen3_moe 30B-A3B config, 4-bit", "mlx": mx.__version__,
+    return {"model": f"qwen3_moe 30B-A3B config, {args.bits}-bit", "mlx": mx.__version__,
             "layers": args.layers, "length": args.length,
             "prefill_tok_s": args.length / prefill_s,
             "decode_tok_s": args.decode / decode_s,
@@ -137,6 +138,7 @@ def main():
     p.add_argument("--length", type=int, default=8192)
     p.add_argument("--decode", type=int, default=32)
     p.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
+    p.add_argument("--bits", type=int, choices=(4, 8), default=4)
     p.add_argument("--json")
     a = p.parse_args()
     r = run(a)

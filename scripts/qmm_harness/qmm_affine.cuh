@@ -715,6 +715,82 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
   }
 }
 
+// Tiles of at most ROWS rows that never hold rows of two experts, for
+// gather_qmm_tiles_kernel over indices sorted by expert (mlx-lm's prefill
+// layout): a tile that straddles experts runs once for each, dequantizing
+// all of its weights each time, which at a few dozen rows per expert is
+// most of the work. Expert e's rows (its products, found by binary search)
+// get ceil(rows / ROWS) tiles, consecutive, in expert order; tiles[2i] is
+// tile i's first row and tiles[2i + 1] its rows, 0 in the slots past the
+// last tile up to `capacity` (ceil(all rows / ROWS) + experts suffices).
+// One block of 1024 threads.
+template <int ROWS>
+__global__ void __launch_bounds__(1024) gather_expert_tiles_kernel(
+    const uint32_t* __restrict__ rhs_indices,
+    int64_t products,
+    int M,
+    int experts,
+    int64_t* __restrict__ tiles,
+    int64_t capacity) {
+  __shared__ int64_t warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  auto first_product = [&](uint32_t e) {
+    int64_t lo = 0, hi = products;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (rhs_indices[mid] < e) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  };
+  int64_t carry = 0; // tiles of the experts before this round's
+  for (int e0 = 0; e0 < experts; e0 += 1024) {
+    const int e = e0 + threadIdx.x;
+    int64_t first = 0, count = 0;
+    if (e < experts) {
+      first = first_product(e) * M;
+      count = first_product(e + 1) * M - first;
+    }
+    const int64_t n = (count + ROWS - 1) / ROWS;
+    // Inclusive sum of n over the block: within warps, then of warp sums.
+    int64_t sum = n;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int64_t v = __shfl_up_sync(0xffffffffu, sum, d);
+      sum += lane >= d ? v : 0;
+    }
+    if (lane == 31) {
+      warp_sums[warp] = sum;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      int64_t ws = warp_sums[lane];
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int64_t v = __shfl_up_sync(0xffffffffu, ws, d);
+        ws += lane >= d ? v : 0;
+      }
+      warp_sums[lane] = ws;
+    }
+    __syncthreads();
+    const int64_t tile = carry + (warp ? warp_sums[warp - 1] : 0) + sum - n;
+    for (int64_t j = 0; j < n; ++j) {
+      tiles[2 * (tile + j)] = first + j * ROWS;
+      tiles[2 * (tile + j) + 1] = min(int64_t(ROWS), count - j * ROWS);
+    }
+    carry += warp_sums[31];
+    __syncthreads();
+  }
+  for (int64_t i = carry + threadIdx.x; i < capacity; i += 1024) {
+    tiles[2 * i] = 0;
+    tiles[2 * i + 1] = 0;
+  }
+}
+
 // gather_qmm_tiles_kernel: gather_qmm over tiles of many rows per expert,
 // as mlx-lm's sorted layout gives them at prefill chunks (one row per
 // product, a hundred or more rows per expert). gather_qgemv_rows_kernel's
@@ -727,7 +803,9 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qgemv_rows_kernel(
 // MMA), and units are XOR-swizzled so that a quarter warp's 16-byte loads
 // hit distinct banks. As in gather_qgemv_rows_kernel, a tile runs once per
 // distinct expert among its rows (groups of 8 rows without the expert's
-// rows skip their MMAs) and stores only that expert's rows.
+// rows skip their MMAs) and stores only that expert's rows. With TABLE,
+// block x takes the rows that tiles[2x] and tiles[2x + 1] give instead
+// (gather_expert_tiles_kernel's table: one expert's rows, one pass).
 //
 // Requirements: as qgemv_accumulate's; dynamic shared memory of
 // gather_qmm_tiles_smem<T, R, KC>() bytes.
@@ -743,7 +821,15 @@ __device__ __forceinline__ int tiles_swizzle(int u) {
   return BITS == 4 ? u ^ (((u >> 3) & 1) << 1) : u;
 }
 
-template <typename T, int BITS, int GROUP, int WARPS, int R, int NT, int KC>
+template <
+    typename T,
+    int BITS,
+    int GROUP,
+    int WARPS,
+    int R,
+    int NT,
+    int KC,
+    bool TABLE>
 __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
     const T* __restrict__ x,
     const uint32_t* __restrict__ w,
@@ -752,6 +838,7 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
     T* __restrict__ out,
     const uint32_t* __restrict__ lhs_indices,
     const uint32_t* __restrict__ rhs_indices,
+    const int64_t* __restrict__ tiles,
     int M,
     int N,
     int K,
@@ -765,7 +852,7 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
   constexpr int UNITS = KC / 8; // 16-byte units of x per row and chunk
   constexpr int LD = KC + 8; // row stride in T: one unit of padding
   constexpr int LOADS = ROWS * UNITS / THREADS;
-  static_assert(ROWS <= 64 && KC % KB == 0 && UNITS % 16 == 0);
+  static_assert(ROWS <= 64 && KC % KB == 0 && (BITS == 8 || UNITS % 16 == 0));
   static_assert(ROWS * UNITS % THREADS == 0);
 
   extern __shared__ uint4 tiles_smem[];
@@ -778,8 +865,12 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
   const int t = lane & 3;
   const int n0 = (blockIdx.y * WARPS + warp) * 16 * NT;
   const bool has_n = n0 < N; // warp-uniform; such warps still stage x
-  const int64_t r0 = int64_t(blockIdx.x) * ROWS;
-  const int rcount = int(min(int64_t(ROWS), rows - r0));
+  const int64_t r0 = TABLE ? tiles[2 * blockIdx.x] : int64_t(blockIdx.x) * ROWS;
+  const int rcount = TABLE ? int(tiles[2 * blockIdx.x + 1])
+                           : int(min(int64_t(ROWS), rows - r0));
+  if (rcount == 0) {
+    return; // a slot past the last of gather_expert_tiles_kernel's tiles
+  }
   const int64_t words = int64_t(N) * (K * BITS / 32);
   const int64_t groups = int64_t(N) * (K / GROUP);
   const int chunks_per_row = K / VALS;
@@ -992,11 +1083,17 @@ __global__ void __launch_bounds__(WARPS * 32) gather_qmm_tiles_kernel(
     }
 
     if (has_n) {
+      // The table's first row again rather than kept in registers through
+      // the pass (volatile: a load here, not the one above).
+      int64_t rs = r0;
+      if constexpr (TABLE) {
+        rs = *reinterpret_cast<const volatile int64_t*>(tiles + 2 * blockIdx.x);
+      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          store_tile_rows(acc[nt][r], out, r0, n0 + nt * 16, 8 * r, mine, N);
+          store_tile_rows(acc[nt][r], out, rs, n0 + nt * 16, 8 * r, mine, N);
         }
       }
     }

@@ -46,7 +46,8 @@ def load(path):
     LIB.qmm_gather_gemv.argtypes = [ctypes.c_int] * 4 + [
         ctypes.c_void_p] * 7 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
     LIB.qmm_gather_rows.argtypes = LIB.qmm_gather_gemv.argtypes
-    LIB.qmm_gather_tiles.argtypes = LIB.qmm_gather_gemv.argtypes
+    LIB.qmm_gather_tiles.argtypes = [ctypes.c_int] * 4 + [
+        ctypes.c_void_p] * 7 + [ctypes.c_int] * 5 + [ctypes.c_void_p] * 2
     LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
 
@@ -120,13 +121,30 @@ def gather_rows(x, w, s, b, lhs, rhs, bits, group, groups, out):
 # gather_qmm_tiles_kernel's tile shapes (harness.cu's tiles_variant): rows
 # per tile and weight rows per warp; MLX's launcher takes the first.
 TILE_VARIANTS = {0: "t64n32", 1: "t64n16", 2: "t32n16"}
+TILE_ROWS = {0: 64, 1: 64, 2: 32}
 
 
-def gather_tiles(x, w, s, b, lhs, rhs, bits, group, variant, out):
+def gather_tiles(x, w, s, b, lhs, rhs, bits, group, variant, out,
+                 sorted_rhs=False):
     """gather_qmm over tiles of rows staged in shared memory: the same
-    product as gather_gemv, out [B, M, N]."""
-    return gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out,
-                       entry="qmm_gather_tiles")
+    product as gather_gemv, out [B, M, N]. sorted_rhs (rhs ascending): tiles
+    that each hold one expert's rows, from gather_expert_tiles_kernel's
+    table, as MLX runs sorted indices."""
+    M, K = x.shape[-2:]
+    B, N = lhs.numel(), out.shape[-1]
+    E = w.numel() * 32 // (N * K * bits)
+    tiles = None
+    if sorted_rhs:
+        count = -(-B * M // TILE_ROWS[variant]) + E
+        tiles = torch.empty(2 * count, dtype=torch.int64, device="cuda")
+    rc = LIB.qmm_gather_tiles(dcode(x.dtype), bits, group, variant,
+                              x.data_ptr(), w.data_ptr(), s.data_ptr(),
+                              b.data_ptr(), lhs.data_ptr(), rhs.data_ptr(),
+                              out.data_ptr(), M, N, K, B, E,
+                              None if tiles is None else tiles.data_ptr(),
+                              torch.cuda.current_stream().cuda_stream)
+    assert rc == 0, rc
+    return out
 
 
 def gather_indices(E, B, X, gen):
@@ -208,13 +226,17 @@ def check(results):
 # Gathered cases (experts E, rows per product M, N, K, products B, batches of
 # x X): odd N, M from 1 to 8 (and 13: two blocks along y), B from 1 to 9,
 # and 70 to 203 products for the row tiles (sorted: mlx-lm's prefill layout,
-# rhs ascending; the others cross experts in any order).
+# rhs ascending, also run on tiles of one expert each: experts of 0 to 68
+# rows, M = 3, K % 128 != 0, more experts than the tile table's 1024
+# threads; the others cross experts in any order).
 GATHER_CASES = [(5, 1, 33, 256, 1, 1), (7, 3, 997, 384, 9, 4),
                 (4, 8, 257, 640, 5, 5), (3, 5, 16, 128, 2, 3),
                 (9, 2, 4099, 1024, 8, 8), (2, 1, 520, 2048, 7, 7),
                 (6, 7, 65, 512, 4, 2), (3, 13, 65, 512, 3, 2),
                 (16, 1, 72, 512, 203, 203, "sorted"), (6, 3, 40, 256, 70, 70),
-                (5, 7, 33, 320, 80, 3)]
+                (5, 7, 33, 320, 80, 3), (3, 1, 72, 320, 203, 203, "sorted"),
+                (20, 3, 40, 256, 30, 30, "sorted"),
+                (1100, 1, 40, 128, 300, 300, "sorted")]
 
 
 def check_gather(gen):
@@ -246,6 +268,10 @@ def check_gather(gen):
                     runs += [(name, lambda out, v=v: gather_tiles(
                         xd, w, s, b, li, ri, bits, group, v, out))
                         for v, name in TILE_VARIANTS.items()]
+                    if order:
+                        runs += [(f"{name}-sorted", lambda out, v=v: gather_tiles(
+                            xd, w, s, b, li, ri, bits, group, v, out, True))
+                            for v, name in TILE_VARIANTS.items()]
                     for label, run in runs:
                         out = torch.full((B, M, N), float("nan"), dtype=dtype,
                                          device="cuda")
@@ -418,7 +444,8 @@ def bench_gather(results, bits_list=(4, 8), group=64, tokens_list=(1, 4, 8)):
 def bench_gather_rows(results, bits_list=(4, 8), group=64,
                       tokens_list=(64, 256, 512, 1024, 2048, 8192)):
     """gather_qgemv_rows_kernel (each of ROW_GROUPS) and
-    gather_qmm_tiles_kernel (each of TILE_VARIANTS) over mlx-lm's sorted
+    gather_qmm_tiles_kernel (each of TILE_VARIANTS, over tiles of
+    consecutive rows and, suffix s, of one expert each) over mlx-lm's sorted
     prefill layout at MOE_SHAPES: tokens * MOE_TOP_K rows of one row per
     product, ascending experts (MOE_TOP_K distinct ones per token), in
     TFLOP/s of 2 * B * N * K, beside torch's bf16 GEMM of the same rows
@@ -447,10 +474,11 @@ def bench_gather_rows(results, bits_list=(4, 8), group=64,
                     sets, 20)
                 row[f"rows{8 * r}"] = fl / ms / 1e9
             for v, vname in TILE_VARIANTS.items():
-                ms = time_fn(lambda st, v=v: gather_tiles(
-                    x, st[0], st[1], st[2], lhs, st[3], bits, group, v, out),
-                    sets, 20)
-                row[vname] = fl / ms / 1e9
+                for srt in (False, True):
+                    ms = time_fn(lambda st, v=v, srt=srt: gather_tiles(
+                        x, st[0], st[1], st[2], lhs, st[3], bits, group, v,
+                        out, srt), sets, 20)
+                    row[vname + ("s" if srt else "")] = fl / ms / 1e9
             wd = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
                   for _ in range(2)]
             xf = x.view(B, K)
@@ -464,7 +492,7 @@ def bench_gather_rows(results, bits_list=(4, 8), group=64,
     for r in rows:
         vals = " ".join(f"{k}={v:6.1f}" for k, v in r.items()
                         if k.startswith("rows") or k == "torch"
-                        or k in TILE_VARIANTS.values())
+                        or k.rstrip("s") in TILE_VARIANTS.values())
         print(f"  {r['shape']:12s} {r['bits']}-bit tokens={r['tokens']:5d} "
               f"B={r['B']:6d} {vals}")
     results["gather_rows"] = rows

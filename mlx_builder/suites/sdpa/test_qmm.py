@@ -109,8 +109,13 @@ def test_quantized_matmul_matches_float64(xshape, n, bits, group, dtype):
 # [T * k, 1, K], ascending experts); M 1 to 8 (the GEMV), 13 (upstream's
 # kernels under the default routing); from 65 products the GEMV's row tiles,
 # which hold rows of several experts and, for M > 1, of several products,
-# and for 4-bit weights from 64 rows per expert the staged tiles (M7-B80
-# unsorted, sorted-E3-B203 sorted, ending inside a tile).
+# and from 64 rows per expert the staged tiles (M7-B80 unsorted,
+# sorted-E3-B203 sorted, ending inside a tile; sorted-E3-K352 with a last
+# staged chunk of K that is partly past the end, group size 32 only); sorted
+# indices from 16 rows per expert on tiles of one expert each
+# (sorted-E24-B400: about 17 rows per expert, sorted-M2-B90: 2 rows per
+# product; MLX_CUDA_QMM_PATH=tiles runs every sorted case there, experts
+# without rows included).
 GATHER_CASES = [
     (16, (1, 1, 1, 512), 200, None, [[3, 11, 0, 7, 15, 2, 9, 4]], False),
     (8, (1, 8, 1, 384), 4099, None, [[5, 1, 7, 0, 2, 6, 3, 4]], False),
@@ -122,12 +127,15 @@ GATHER_CASES = [
     (16, (64, 1, 512), 96, None, "sorted", True),
     (16, (203, 1, 512), 72, None, "sorted", True),
     (3, (203, 1, 384), 72, None, "sorted", True),
+    (3, (203, 1, 352), 72, None, "sorted", True),
+    (24, (400, 1, 256), 40, None, "sorted", True),
+    (5, (90, 2, 384), 130, None, "sorted", True),
     (6, (70, 3, 256), 40, None, "random", False),
     (5, (3, 7, 384), 33, "random", "random", False),
 ]
 GATHER_IDS = ["decode-gate", "decode-down", "M5-B7", "M8-B9", "B1", "M13",
-              "B96", "sorted-B64", "sorted-B203", "sorted-E3-B203", "M3-B70",
-              "M7-B80"]
+              "B96", "sorted-B64", "sorted-B203", "sorted-E3-B203", "sorted-E3-K352",
+              "sorted-E24-B400", "sorted-M2-B90", "M3-B70", "M7-B80"]
 
 
 def gather_indices(case, rng: np.random.Generator):
@@ -184,6 +192,8 @@ def gather_case_error(case, bits: int, group: int, dtype: str, seed: int) -> flo
 @pytest.mark.parametrize("group", (32, 64, 128))
 @pytest.mark.parametrize("case", GATHER_CASES, ids=GATHER_IDS)
 def test_gather_qmm_matches_float64(case, bits, group, dtype):
+    if case[1][-1] % group:
+        pytest.skip(f"K = {case[1][-1]} is not a multiple of group size {group}")
     err = gather_case_error(case, bits, group, dtype, time.time_ns() % 2 ** 32)
     assert err < TOL, f"relative error {err:.2e}"
 
@@ -202,6 +212,8 @@ for dtype in t.DTYPES:
                 if not e < t.TOL:
                     fails.append([dtype, bits, group, list(xshape), n, e])
             for case in t.GATHER_CASES:
+                if case[1][-1] % group:
+                    continue
                 e = t.gather_case_error(case, bits, group, dtype, time.time_ns() % 2**32)
                 worst = max(worst, e)
                 if not e < t.TOL:
@@ -382,12 +394,13 @@ def test_trace_routes_4_bit_calls_to_sm90_where_compiled():
 
 
 # gather_qmm at M = 1 with 8 products (the GEMV), 96 and 1280 products (6
-# and 80 rows per expert), 13 rows per product, and 3-bit weights.
+# and 80 rows per expert), 13 rows per product, with 4-bit, 8-bit and 3-bit
+# weights.
 _GATHER_TRACE = """
 import mlx.core as mx
 w = mx.random.normal((16, 256, 512)).astype(mx.bfloat16)
 idx = mx.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype=mx.uint32)
-for bits in (4, 3):
+for bits in (4, 8, 3):
     q = mx.quantize(w, group_size=64, bits=bits)
     for tokens, m in ((1, 1), (12, 1), (160, 1), (1, 13)):
         x = mx.random.normal((tokens, 1, m, 512)).astype(mx.bfloat16)
@@ -395,22 +408,39 @@ for bits in (4, 3):
         mx.eval(mx.gather_qmm(x, *q, rhs_indices=i, transpose=True,
                               group_size=64, bits=bits))
 """
-# (MLX_CUDA_QMM_PATH, each call's path, the reasons' start, the 3-bit call's reason)
+_GATHER_TRACE_SHAPES = (" M=1 B=8 ", " M=1 B=96 ", " M=1 B=1280 ", " M=13 B=8 ")
+
+
+def gather_trace_auto(bits: int) -> tuple[list[str], list[str]]:
+    """The default route's paths and reasons for _GATHER_TRACE's four calls
+    with 4- or 8-bit weights, as this MLX's patches route them."""
+    if gemv_rows_skip_reason():
+        # Before patch 0065, 96 and 1280 products kept upstream's kernels.
+        return (["gemv", "upstream", "upstream", "upstream"],
+                ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "B = 1280 > 64", "M = 13 > 8"])
+    if tiles_skip_reason() or (bits == 8 and patch_skip_reason("0067", "tiles")):
+        # Before patch 0066 (0067 for 8-bit weights), 1280 products took the
+        # GEMV's row tiles.
+        tiles, reason = "gemv_rows", "M = 1 <= 8, B = 1280 > 64"
+    else:
+        tiles, reason = "tiles", f"{bits}-bit, M = 1 <= 8, B = 1280 > 64, 1280 rows over 16 experts"
+    return (["gemv", "gemv_rows", tiles, "upstream"],
+            ["M = 1 <= 8, B = 8 <= 64", "M = 1 <= 8, B = 96 > 64", reason, "M = 13 > 8"])
+
+
+# MLX_CUDA_QMM_PATH: (each 4- or 8-bit call's path, its reason, the 3-bit
+# calls' reason); "auto" is gather_trace_auto's.
 _GATHER_TRACE_EXPECT = {
-    "auto": (["gemv", "gemv_rows", "tiles", "upstream"],
-             ["M = 1 <= 8, B = 8 <= 64", "M = 1 <= 8, B = 96 > 64",
-              "4-bit, M = 1 <= 8, B = 1280 > 64, 1280 rows over 16 experts",
-              "M = 13 > 8"],
-             "3-bit weights"),
-    "gemv": (["gemv"] * 4, ["forced"] * 4, "gemv forced but 3-bit weights"),
-    "gemv_rows": (["gemv_rows"] * 4, ["forced"] * 4, "gemv_rows forced but 3-bit weights"),
-    "tiles": (["tiles"] * 4, ["forced"] * 4, "tiles forced but 3-bit weights"),
-    "upstream": (["upstream"] * 4, ["forced"] * 4, "forced"),
-    "sm80": (["upstream"] * 4, ["sm80 forced but not a gather_qmm path"] * 4,
+    "auto": None,
+    "gemv": ("gemv", "forced", "gemv forced but 3-bit weights"),
+    "gemv_rows": ("gemv_rows", "forced", "gemv_rows forced but 3-bit weights"),
+    "tiles": ("tiles", "forced", "tiles forced but 3-bit weights"),
+    "upstream": ("upstream", "forced", "forced"),
+    "sm80": ("upstream", "sm80 forced but not a gather_qmm path",
              "sm80 forced but not a gather_qmm path"),
-    "dequant": (["upstream"] * 4, ["dequant forced but not a gather_qmm path"] * 4,
+    "dequant": ("upstream", "dequant forced but not a gather_qmm path",
                 "dequant forced but not a gather_qmm path"),
-    "sm90": (["upstream"] * 4, ["sm90 forced but not a gather_qmm path"] * 4,
+    "sm90": ("upstream", "sm90 forced but not a gather_qmm path",
              "sm90 forced but not a gather_qmm path"),
 }
 
@@ -422,20 +452,49 @@ def test_gather_trace_names_each_path(path):
     if why := forced_skip_reason(path):
         pytest.skip(why)
     lines = trace_lines(_GATHER_TRACE, path)
+    assert len(lines) == 12, lines
     assert all(ln.split()[1] == "op=gather_qmm" for ln in lines), lines
-    paths, reasons, three_bit = _GATHER_TRACE_EXPECT[path]
-    if path == "auto" and gemv_rows_skip_reason():
-        # Before patch 0065, 96 and 1280 products kept upstream's kernels.
-        paths, reasons = (["gemv", "upstream", "upstream", "upstream"],
-                          ["M = 1 <= 8, B = 8 <= 64", "B = 96 > 64", "B = 1280 > 64",
-                           "M = 13 > 8"])
-    elif path == "auto" and tiles_skip_reason():
-        # Before patch 0066, 1280 products took the GEMV's row tiles.
-        paths = ["gemv", "gemv_rows", "gemv_rows", "upstream"]
-        reasons = [*reasons[:2], "M = 1 <= 8, B = 1280 > 64", reasons[3]]
-    assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths + ["upstream"] * 4], lines
-    assert (" M=1 B=8 " in lines[0] and " M=1 B=96 " in lines[1]
-            and " M=1 B=1280 " in lines[2] and " M=13 B=8 " in lines[3]), lines
+    assert all(shape in ln for ln, shape in zip(lines, _GATHER_TRACE_SHAPES * 3)), lines
+    if path == "auto":
+        paths, reasons = [], []
+        for bits in (4, 8):
+            p, r = gather_trace_auto(bits)
+            paths, reasons = paths + p, reasons + r
+        paths, reasons = paths + ["upstream"] * 4, reasons + ["3-bit weights"] * 4
+    else:
+        p, r, three_bit = _GATHER_TRACE_EXPECT[path]
+        paths, reasons = [p] * 8 + ["upstream"] * 4, [r] * 8 + [three_bit] * 4
+    assert [ln.split()[2] for ln in lines] == [f"path={p}" for p in paths], lines
     for ln, reason in zip(lines, reasons):
         assert f'reason="{reason}"' in ln, ln
-    assert all(f'reason="{three_bit}"' in ln for ln in lines[4:]), lines[4:]
+
+
+# mlx-lm's sorted layout at 20 rows per expert (320 one-row products over 16
+# experts), once said sorted and once not, 4- and 8-bit.
+_SORTED_TRACE = """
+import mlx.core as mx
+w = mx.random.normal((16, 256, 512)).astype(mx.bfloat16)
+idx = mx.sort(mx.random.randint(0, 16, (320,)).astype(mx.uint32))
+x = mx.random.normal((320, 1, 512)).astype(mx.bfloat16)
+for bits in (4, 8):
+    q = mx.quantize(w, group_size=64, bits=bits)
+    for sorted_indices in (True, False):
+        mx.eval(mx.gather_qmm(x, *q, rhs_indices=idx, transpose=True, group_size=64,
+                              bits=bits, sorted_indices=sorted_indices))
+"""
+
+
+def test_gather_trace_routes_sorted_indices_to_tiles():
+    """Sorted indices take the staged tiles (of one expert each) from 16
+    rows per expert; the same call unsorted keeps the row tiles below 64."""
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    if why := patch_skip_reason("0068", "sorted tiles"):
+        pytest.skip(why)
+    lines = trace_lines(_SORTED_TRACE)
+    assert len(lines) == 4, lines
+    assert [ln.split()[2] for ln in lines] == ["path=tiles", "path=gemv_rows"] * 2, lines
+    for ln, bits in zip(lines[::2], (4, 8)):
+        assert (f'reason="{bits}-bit, M = 1 <= 8, B = 320 > 64, 320 rows over 16 experts, '
+                'sorted"') in ln, ln
+    assert all('reason="M = 1 <= 8, B = 320 > 64"' in ln for ln in lines[1::2]), lines
