@@ -469,32 +469,40 @@ def test_gather_trace_names_each_path(path):
         assert f'reason="{reason}"' in ln, ln
 
 
-# mlx-lm's sorted layout at 20 rows per expert (320 one-row products over 16
-# experts), once said sorted and once not, 4- and 8-bit.
+# mlx-lm's sorted layout at 20 and 40 rows per expert (320 and 640 one-row
+# products over 16 experts), once said sorted and once not, 4- and 8-bit.
 _SORTED_TRACE = """
 import mlx.core as mx
 w = mx.random.normal((16, 256, 512)).astype(mx.bfloat16)
-idx = mx.sort(mx.random.randint(0, 16, (320,)).astype(mx.uint32))
-x = mx.random.normal((320, 1, 512)).astype(mx.bfloat16)
 for bits in (4, 8):
     q = mx.quantize(w, group_size=64, bits=bits)
-    for sorted_indices in (True, False):
-        mx.eval(mx.gather_qmm(x, *q, rhs_indices=idx, transpose=True, group_size=64,
-                              bits=bits, sorted_indices=sorted_indices))
+    for rows in (320, 640):
+        idx = mx.sort(mx.random.randint(0, 16, (rows,)).astype(mx.uint32))
+        x = mx.random.normal((rows, 1, 512)).astype(mx.bfloat16)
+        for sorted_indices in (True, False):
+            mx.eval(mx.gather_qmm(x, *q, rhs_indices=idx, transpose=True, group_size=64,
+                                  bits=bits, sorted_indices=sorted_indices))
 """
 
 
 def test_gather_trace_routes_sorted_indices_to_tiles():
     """Sorted indices take the staged tiles (of one expert each) from 16
-    rows per expert; the same call unsorted keeps the row tiles below 64."""
+    rows per expert with 4-bit weights and from 32 with 8-bit; the same
+    calls unsorted keep the row tiles below 64."""
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
     if why := patch_skip_reason("0068", "sorted tiles"):
         pytest.skip(why)
     lines = trace_lines(_SORTED_TRACE)
-    assert len(lines) == 4, lines
-    assert [ln.split()[2] for ln in lines] == ["path=tiles", "path=gemv_rows"] * 2, lines
-    for ln, bits in zip(lines[::2], (4, 8)):
-        assert (f'reason="{bits}-bit, M = 1 <= 8, B = 320 > 64, 320 rows over 16 experts, '
-                'sorted"') in ln, ln
-    assert all('reason="M = 1 <= 8, B = 320 > 64"' in ln for ln in lines[1::2]), lines
+    # (bits, rows over the 16 experts, sorted): 20 and 40 rows per expert.
+    calls = [(bits, rows, srt) for bits in (4, 8) for rows in (320, 640)
+             for srt in (True, False)]
+    assert len(lines) == len(calls), lines
+    for ln, (bits, rows, srt) in zip(lines, calls):
+        if srt and rows >= (16 if bits == 4 else 32) * 16:
+            assert ln.split()[2] == "path=tiles", ln
+            assert (f'reason="{bits}-bit, M = 1 <= 8, B = {rows} > 64, {rows} rows over 16 '
+                    'experts, sorted"') in ln, ln
+        else:
+            assert ln.split()[2] == "path=gemv_rows", ln
+            assert f'reason="M = 1 <= 8, B = {rows} > 64"' in ln, ln
