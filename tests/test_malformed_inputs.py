@@ -233,6 +233,13 @@ def _bench_qmm_shapes(text: str) -> Callable[[Path, object], list[str]]:
     return make
 
 
+def _bench_moe(*options: str) -> Callable[[Path, object], list[str]]:
+    def make(tmp: Path, up) -> list[str]:
+        wheel = make_wheel(tmp)
+        return ["bench", str(wheel), *options, "--out", str(tmp / "out")]
+    return make
+
+
 CASES = [
     ("config: dep_sources = 3", _config("dep_sources = 3\n"), 10),
     ("config: offline = [1]", _config("offline = [1]\n"), 10),
@@ -303,6 +310,11 @@ CASES = [
     ("apply in a work path of 4 040 characters", _long_work_dir("apply"), 33),
     ("checkout in a work path of 4 040 characters", _long_work_dir("checkout"), 33),
     ("bench --qmm-shapes that is not K:N", _bench_qmm_shapes("5376"), 10),
+    ("bench --moe-shapes that is not K:N", _bench_moe("--moe-shapes", "2048"), 10),
+    ("bench --moe-top-k above --moe-experts",
+     _bench_moe("--moe-shapes", "2048:768", "--moe-experts", "8", "--moe-top-k", "9"), 10),
+    ("bench --moe-tokens of 0", _bench_moe("--moe-shapes", "qwen3-30b-a3b",
+                                           "--moe-tokens", "0,8"), 10),
 ]
 
 

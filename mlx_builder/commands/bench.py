@@ -19,6 +19,7 @@ from mlx_builder.verify.bench import (
     BenchConfig,
     BenchOptions,
     load_result,
+    parse_moe,
     parse_qmm_shapes,
     parse_variant,
     report,
@@ -51,7 +52,19 @@ from mlx_builder.verify.perfpage import publish
                    "linear shapes (gemma4-31b: its six).")
 @click.option("--qmm-rows", default="1,2048", show_default=True,
               help="Rows of x for the linear shapes.")
-@click.option("--qmm-bits", type=click.Choice(["4", "8"]), default="4", show_default=True)
+@click.option("--qmm-bits", type=click.Choice(["4", "8"]), default="4", show_default=True,
+              help="Bits of the quantized weights (linear and mixture-of-experts layers).")
+@click.option("--moe-shapes", default="", metavar="K:N,...|qwen3-30b-a3b",
+              help="Also time gather_qmm beside the dense gather_mm at these expert layer "
+                   "shapes, in the layout mlx-lm's SwitchGLU passes (qwen3-30b-a3b: its "
+                   "gate/up and down, 128 experts, top 8).")
+@click.option("--moe-tokens", default="1,8,512,2048", show_default=True,
+              help="Tokens per call for the expert layers (from 64 rows, tokens x top-k, "
+                   "sorted by expert as mlx-lm's prefill).")
+@click.option("--moe-experts", type=click.IntRange(min=1), default=None,
+              help="Experts per layer [default: the preset's, else 128].")
+@click.option("--moe-top-k", type=click.IntRange(min=1), default=None,
+              help="Experts per token [default: the preset's, else 8].")
 @click.option("--heads", type=int, default=32, show_default=True)
 @click.option("--kv-heads", type=int, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16",
@@ -88,7 +101,8 @@ from mlx_builder.verify.perfpage import publish
 def command(settings: Settings, wheel: Path | None, baseline: tuple[Path, ...],
             variants: tuple[str, ...], torch_python: str, no_torch: bool, torch_backends: str,
             dims: str, lengths: str, decode_lengths: str, qmm_shapes: str, qmm_rows: str,
-            qmm_bits: str, heads: int, kv_heads: int,
+            qmm_bits: str, moe_shapes: str, moe_tokens: str, moe_experts: int | None,
+            moe_top_k: int | None, heads: int, kv_heads: int,
             dtype: str, warmup: int, iters: int, queue: int, out_dir: Path, python: str,
             system_site_packages: bool, no_deps: bool, reuse_venv: bool,
             wheelhouse: Path | None, env_pairs: tuple[str, ...],
@@ -112,14 +126,28 @@ def command(settings: Settings, wheel: Path | None, baseline: tuple[Path, ...],
     except ValueError as exc:
         raise ConfigError(str(exc), "--qmm-shapes takes K:N pairs of a linear layer",
                           "e.g. --qmm-shapes 5376:8192,21504:5376 or gemma4-31b") from None
-    # --dims "" with --qmm-shapes: the linear layers alone.
-    sdpa_dims = () if linear and not dims.strip() else comma_ints(dims, "dims")
+    try:
+        moe = parse_moe(moe_shapes, moe_experts, moe_top_k)
+    except ValueError as exc:
+        raise ConfigError(str(exc), "--moe-shapes takes K:N pairs of an expert layer, "
+                          "with --moe-top-k at most --moe-experts",
+                          "e.g. --moe-shapes 2048:768,768:2048 or qwen3-30b-a3b") from None
+    tokens = comma_ints(moe_tokens, "moe-tokens")
+    if min(tokens) < 1:
+        raise ConfigError(f"--moe-tokens {moe_tokens!r} has a count below 1",
+                          "each expert-layer call takes at least one token",
+                          "e.g. --moe-tokens 1,8,512,2048")
+    # --dims "" with --qmm-shapes or --moe-shapes: those layers alone.
+    only_layers = (linear or moe.shapes) and not dims.strip()
+    sdpa_dims = () if only_layers else comma_ints(dims, "dims")
     config = BenchConfig(dims=sdpa_dims,
                          prefill_lengths=comma_ints(lengths, "lengths"),
                          decode_lengths=comma_ints(decode_lengths, "decode-lengths"), heads=heads,
                          kv_heads=kv_heads, dtype=dtype, warmup=warmup, iters=iters,
                          queue=queue, torch_backends=backends, qmm_shapes=linear,
-                         qmm_rows=comma_ints(qmm_rows, "qmm-rows"), qmm_bits=int(qmm_bits))
+                         qmm_rows=comma_ints(qmm_rows, "qmm-rows"), qmm_bits=int(qmm_bits),
+                         moe_shapes=moe.shapes, moe_tokens=tokens,
+                         moe_experts=moe.experts, moe_top_k=moe.top_k)
     opts = BenchOptions(
         out_dir=out_dir, venv_root=settings.cache_dir / "bench-venvs", config=config,
         baseline=baseline, variants=parsed_variants,

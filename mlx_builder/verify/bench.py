@@ -63,6 +63,14 @@ class BenchConfig:
     qmm_rows: tuple[int, ...] = (1, 2048)
     qmm_bits: int = 4
     qmm_group: int = 64
+    # Mixture-of-experts layers (K, N): gather_qmm beside the dense
+    # gather_mm over moe_experts experts, top moe_top_k, at each of
+    # moe_tokens tokens (bits and group as the linear layers'). None by
+    # default.
+    moe_shapes: tuple[tuple[int, int], ...] = ()
+    moe_tokens: tuple[int, ...] = (1, 8, 512, 2048)
+    moe_experts: int = 128
+    moe_top_k: int = 8
 
     def cases(self) -> list[list[Any]]:
         out: list[list[Any]] = []
@@ -72,6 +80,9 @@ class BenchConfig:
         for K, N in self.qmm_shapes:
             for M in self.qmm_rows:
                 out += [["qmm", K, M, N], ["matmul", K, M, N]]
+        for K, N in self.moe_shapes:
+            for T in self.moe_tokens:
+                out += [["gather_qmm", K, T, N], ["gather_mm", K, T, N]]
         return out
 
     def job(self, label: str, backends: Sequence[str] = ()) -> dict[str, Any]:
@@ -79,7 +90,8 @@ class BenchConfig:
                 "kv_heads": self.kv_heads, "batch": self.batch, "dtype": self.dtype,
                 "warmup": self.warmup, "iters": self.iters, "queue": self.queue,
                 "backends": list(backends), "qmm_bits": self.qmm_bits,
-                "qmm_group": self.qmm_group}
+                "qmm_group": self.qmm_group, "moe_experts": self.moe_experts,
+                "moe_top_k": self.moe_top_k}
 
 
 @dataclass(frozen=True)
@@ -237,12 +249,13 @@ def _cell(rec: Mapping[str, Any] | None, metric: str) -> str:
     return f"{num(rec['tbps'])} / {num(rec['ms'])}"
 
 
-def linear_section(result: Mapping[str, Any]) -> list[str]:
-    """The linear-layer table: per (K → N, M) and run, quantized_matmul and
-    x @ W.T as TFLOP/s / GB/s of weights read; runs without any linear
-    result (torch's SDPA backends) are left out."""
-    cfg = result["config"]
-    recs = [r for r in result["records"] if r["mode"] in ("qmm", "matmul")]
+def _layer_table(result: Mapping[str, Any], modes: tuple[str, str], title: str,
+                 axis: str, shapes: Sequence[Sequence[int]],
+                 counts: Sequence[int]) -> list[str]:
+    """One table of layer timings: per (K → N, count) and run, each of
+    ``modes`` as TFLOP/s / GB/s of weights read; runs without any result of
+    these modes (torch's SDPA backends) are left out."""
+    recs = [r for r in result["records"] if r["mode"] in modes]
     cols = list(dict.fromkeys(column(r) for r in recs if r["status"] == "ok"))
     if not cols:
         return []
@@ -250,21 +263,42 @@ def linear_section(result: Mapping[str, Any]) -> list[str]:
 
     def cell(rec: Mapping[str, Any] | None) -> str:
         if rec is None or rec["status"] != "ok":
-            return _cell(rec, "linear")
+            return _cell(rec, "layer")
         return f"{num(rec['tflops'])} / {num(rec['tbps'] * 1e3)}"
 
-    lines = [f"## Linear layers, {cfg['qmm_bits']}-bit group {cfg['qmm_group']}: "
-             "TFLOP/s (2·M·N·K) / GB/s of weights read", "",
-             "| " + " | ".join(["K → N", "M", *(f"{c} {m}" for c in cols
-                                                for m in ("qmm", "matmul"))]) + " |",
+    lines = [title, "",
+             "| " + " | ".join(["K → N", axis, *(f"{c} {m}" for c in cols
+                                                 for m in modes)]) + " |",
              "|" + "---|" * (2 * len(cols) + 2)]
-    for K, N in cfg["qmm_shapes"]:
-        for M in cfg["qmm_rows"]:
-            cells = [cell(index.get((c, m, K, M, N))) for c in cols
-                     for m in ("qmm", "matmul")]
-            lines.append("| " + " | ".join([f"{K} → {N}", str(M), *cells]) + " |")
+    for K, N in shapes:
+        for count in counts:
+            cells = [cell(index.get((c, m, K, count, N))) for c in cols for m in modes]
+            lines.append("| " + " | ".join([f"{K} → {N}", str(count), *cells]) + " |")
     lines.append("")
     return lines
+
+
+def linear_section(result: Mapping[str, Any]) -> list[str]:
+    """The linear-layer table: quantized_matmul and x @ W.T per (K → N, M)."""
+    cfg = result["config"]
+    return _layer_table(result, ("qmm", "matmul"),
+                        f"## Linear layers, {cfg['qmm_bits']}-bit group {cfg['qmm_group']}: "
+                        "TFLOP/s (2·M·N·K) / GB/s of weights read",
+                        "M", cfg["qmm_shapes"], cfg["qmm_rows"])
+
+
+def experts_section(result: Mapping[str, Any]) -> list[str]:
+    """The mixture-of-experts table: gather_qmm and the dense gather_mm per
+    (K → N, tokens), GB/s counting each expert read once."""
+    cfg = result["config"]
+    if not cfg.get("moe_shapes"):
+        return []  # a bench.json from before the expert layers
+    return _layer_table(result, ("gather_qmm", "gather_mm"),
+                        f"## Mixture-of-experts layers, {cfg['moe_experts']} experts, top "
+                        f"{cfg['moe_top_k']}, {cfg['qmm_bits']}-bit group "
+                        f"{cfg['qmm_group']}: TFLOP/s (2·tokens·k·N·K) / GB/s of the "
+                        "experts' weights read", "tokens", cfg["moe_shapes"],
+                        cfg["moe_tokens"])
 
 
 def markdown_report(result: Mapping[str, Any]) -> str:
@@ -305,6 +339,7 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             lines.append("| " + " | ".join([f"{L:,}".replace(",", " "), *cells]) + " |")
         lines.append("")
     lines += linear_section(result)
+    lines += experts_section(result)
     lines += ["OOM: out of memory (longer lengths then skipped: (OOM)); n/a: the "
               "backend has no kernel for the shape; crash: the worker died. Torch "
               "rows that could not use GQA read expanded K/V (see kv_heads_read in "
@@ -347,10 +382,36 @@ class BenchOptions:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MoeLayers:
+    """A mixture-of-experts layer's linear shapes (K, N) and its routing."""
+
+    shapes: tuple[tuple[int, int], ...]
+    experts: int
+    top_k: int
+
+
 # gemma-4 31B's linear layers (K, N): q (sliding, global), kv (sliding),
 # o, MLP gate+up and down.
 QMM_PRESETS = {"gemma4-31b": ((5376, 8192), (5376, 16384), (5376, 4096),
                               (8192, 5376), (5376, 43008), (21504, 5376))}
+
+# Qwen3-30B-A3B's expert layers (K, N): gate and up (each 2048 → 768) and
+# down (768 → 2048), 128 experts, top 8.
+MOE_PRESETS = {"qwen3-30b-a3b": MoeLayers(((2048, 768), (768, 2048)), 128, 8)}
+
+
+def _parse_shapes(text: str, what: str, presets: Iterable[str]) -> tuple[tuple[int, int], ...]:
+    shapes = []
+    for item in comma_list(text):
+        k, sep, n = item.partition(":")
+        if not sep or not k.strip().isdigit() or not n.strip().isdigit():
+            raise ValueError(f"{what} shape {item!r} is not K:N (or one of "
+                             f"{', '.join(presets)})")
+        if int(k) == 0 or int(n) == 0:
+            raise ValueError(f"{what} shape {item!r} has a zero dimension")
+        shapes.append((int(k), int(n)))
+    return tuple(shapes)
 
 
 def parse_qmm_shapes(text: str) -> tuple[tuple[int, int], ...]:
@@ -358,14 +419,27 @@ def parse_qmm_shapes(text: str) -> tuple[tuple[int, int], ...]:
     text = text.strip()
     if text in QMM_PRESETS:
         return QMM_PRESETS[text]
-    shapes = []
-    for item in comma_list(text):
-        k, sep, n = item.partition(":")
-        if not sep or not k.strip().isdigit() or not n.strip().isdigit():
-            raise ValueError(f"qmm shape {item!r} is not K:N (or one of "
-                             f"{', '.join(QMM_PRESETS)})")
-        shapes.append((int(k), int(n)))
-    return tuple(shapes)
+    return _parse_shapes(text, "qmm", QMM_PRESETS)
+
+
+def parse_moe(text: str, experts: int | None = None,
+              top_k: int | None = None) -> MoeLayers:
+    """``K:N[,K:N...]`` with experts and top_k (128 and 8 unless given), or
+    a preset name (MOE_PRESETS), whose experts and top-k the arguments
+    override; empty: none."""
+    text = text.strip()
+    if text in MOE_PRESETS:
+        preset = MOE_PRESETS[text]
+    else:
+        default = BenchConfig()
+        preset = MoeLayers(_parse_shapes(text, "moe", MOE_PRESETS),
+                           default.moe_experts, default.moe_top_k)
+    layers = MoeLayers(preset.shapes, preset.experts if experts is None else experts,
+                       preset.top_k if top_k is None else top_k)
+    if layers.experts < 1 or not 1 <= layers.top_k <= layers.experts:
+        raise ValueError(f"top-k {layers.top_k} of {layers.experts} experts: it takes "
+                         "1 <= top-k <= experts")
+    return layers
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:

@@ -205,8 +205,13 @@ def bench_command(data: Mapping[str, Any]) -> str:
     if cfg.get("qmm_shapes"):
         args += ["--qmm-shapes", ",".join(f"{k}:{n}" for k, n in cfg["qmm_shapes"]),
                  "--qmm-rows", ",".join(map(str, cfg["qmm_rows"]))]
-        if cfg["qmm_bits"] != default.qmm_bits:
-            args += ["--qmm-bits", str(cfg["qmm_bits"])]
+    if cfg.get("moe_shapes"):
+        args += ["--moe-shapes", ",".join(f"{k}:{n}" for k, n in cfg["moe_shapes"]),
+                 "--moe-tokens", ",".join(map(str, cfg["moe_tokens"])),
+                 "--moe-experts", str(cfg["moe_experts"]),
+                 "--moe-top-k", str(cfg["moe_top_k"])]
+    if (cfg.get("qmm_shapes") or cfg.get("moe_shapes")) and cfg["qmm_bits"] != default.qmm_bits:
+        args += ["--qmm-bits", str(cfg["qmm_bits"])]
     for option, key in (("--heads", "heads"), ("--kv-heads", "kv_heads"), ("--dtype", "dtype"),
                         ("--warmup", "warmup"), ("--iters", "iters"), ("--queue", "queue")):
         if cfg[key] != getattr(default, key):

@@ -27,18 +27,23 @@ def test_config_cases_and_job():
     json.dumps(job)
 
 
-def test_linear_cases_follow_the_sdpa_ones_and_reach_the_job():
+def test_layer_cases_follow_the_sdpa_ones_and_reach_the_job():
     config = bench.BenchConfig(dims=(64,), prefill_lengths=(128,), decode_lengths=(),
                                qmm_shapes=((5376, 8192), (8192, 5376)), qmm_rows=(1, 2048),
-                               qmm_bits=8, qmm_group=32)
+                               qmm_bits=8, qmm_group=32, moe_shapes=((2048, 768),),
+                               moe_tokens=(1, 2048), moe_experts=64, moe_top_k=4)
     assert config.cases() == [["prefill", 64, 128, 128],
                               ["qmm", 5376, 1, 8192], ["matmul", 5376, 1, 8192],
                               ["qmm", 5376, 2048, 8192], ["matmul", 5376, 2048, 8192],
                               ["qmm", 8192, 1, 5376], ["matmul", 8192, 1, 5376],
-                              ["qmm", 8192, 2048, 5376], ["matmul", 8192, 2048, 5376]]
+                              ["qmm", 8192, 2048, 5376], ["matmul", 8192, 2048, 5376],
+                              ["gather_qmm", 2048, 1, 768], ["gather_mm", 2048, 1, 768],
+                              ["gather_qmm", 2048, 2048, 768], ["gather_mm", 2048, 2048, 768]]
     job = config.job("patched")
     assert job["qmm_bits"] == 8 and job["qmm_group"] == 32
-    assert bench.BenchConfig().qmm_shapes == ()  # none unless asked for
+    assert job["moe_experts"] == 64 and job["moe_top_k"] == 4
+    default = bench.BenchConfig()
+    assert default.qmm_shapes == () and default.moe_shapes == ()  # none unless asked for
 
 
 def test_parse_qmm_shapes():
@@ -49,6 +54,36 @@ def test_parse_qmm_shapes():
     for bad in ("5376", "5376:x", "a:b", "llama"):
         with pytest.raises(ValueError, match="K:N"):
             bench.parse_qmm_shapes(bad)
+
+
+def test_parse_moe():
+    preset = bench.parse_moe("qwen3-30b-a3b")
+    assert preset == bench.MOE_PRESETS["qwen3-30b-a3b"]
+    assert (preset.experts, preset.top_k) == (128, 8) and len(preset.shapes) == 2
+    assert bench.parse_moe("qwen3-30b-a3b", top_k=2).top_k == 2  # the options override
+    own = bench.parse_moe("2048:768, 768:2048", experts=64)
+    assert own == bench.MoeLayers(((2048, 768), (768, 2048)), 64, 8)
+    assert bench.parse_moe("").shapes == ()
+    for bad in ("2048", "2048:x", "mixtral"):
+        with pytest.raises(ValueError, match="K:N"):
+            bench.parse_moe(bad)
+    with pytest.raises(ValueError, match="zero"):
+        bench.parse_moe("0:768")
+    with pytest.raises(ValueError, match="top-k 9 of 8 experts"):
+        bench.parse_moe("2048:768", experts=8, top_k=9)
+
+
+def test_expert_metrics_count_each_picked_expert_once():
+    job = {"dtype": "bfloat16", "qmm_bits": 4, "qmm_group": 64, "moe_experts": 128,
+           "moe_top_k": 8}
+    expert = 768 * 2048 / 2 + 2 * 768 * (2048 // 64) * 2  # 4-bit [768, 2048] with scales
+    one = _common.metrics(job, "gather_qmm", 2048, 1, 768, 0.01, 0)
+    assert one["tbps"] == pytest.approx(8 * expert / 0.01e-3 / 1e12)  # its 8 experts
+    many = _common.metrics(job, "gather_qmm", 2048, 2048, 768, 0.2, 0)
+    assert many["tbps"] == pytest.approx(128 * expert / 0.2e-3 / 1e12)  # all 128, once
+    assert many["tflops"] == pytest.approx(2 * 2048 * 8 * 768 * 2048 / 0.2e-3 / 1e12)
+    dense = _common.metrics(job, "gather_mm", 2048, 4, 768, 0.05, 0)
+    assert dense["tbps"] == pytest.approx(32 * 768 * 2048 * 2 / 0.05e-3 / 1e12)
 
 
 def test_parse_variant():
@@ -254,14 +289,33 @@ class _A:
         _live[0] += a.nbytes
     def __del__(self): _live[0] -= self.a.nbytes
     def astype(self, dt): return _A(self.a.astype(np.float16))
+    def reshape(self, *shape): return _A(self.a.reshape(*shape))
+    def swapaxes(self, a, b): return _A(np.swapaxes(self.a, a, b))
     def __mul__(self, c): return _A(self.a * c)
     def __matmul__(self, o): return _A(self.a @ o.a)
     @property
     def T(self): return _A(self.a.T)
+uint32 = "u4"
+def array(a, dtype=None): return _A(np.asarray(a, dtype=dtype))
 def quantize(w, *, group_size, bits):
-    n, k = w.a.shape
-    g = np.zeros((n, k // group_size), np.float16)
-    return _A(np.zeros((n, k * bits // 32), np.uint32)), _A(g), _A(g.copy())
+    *lead, n, k = w.a.shape
+    g = np.random.standard_normal((*lead, n, k // group_size)).astype(np.float16)
+    return _A(np.zeros((*lead, n, k * bits // 32), np.uint32)), _A(g), _A(g.copy())
+def _check_layout(x, idx, sorted_indices):
+    # mlx-lm's layouts: sorted rows [R, 1, K] with indices [R], or each
+    # token's row [T, 1, 1, K] against indices [T, k].
+    if sorted_indices:
+        assert x.a.ndim == 3 and idx.a.ndim == 1 and (np.diff(idx.a) >= 0).all()
+    else:
+        assert x.a.ndim == 4 and idx.a.ndim == 2 and x.a.shape[0] == idx.a.shape[0]
+def gather_qmm(x, wq, s, b, *, rhs_indices, transpose, group_size, bits, sorted_indices):
+    assert transpose
+    _check_layout(x, rhs_indices, sorted_indices)
+    w = np.repeat(s.a[rhs_indices.a], group_size, axis=-1)
+    return _A(x.a @ np.swapaxes(w, -1, -2))
+def gather_mm(x, w, *, rhs_indices, sorted_indices):
+    _check_layout(x, rhs_indices, sorted_indices)
+    return _A(x.a @ w.a[rhs_indices.a])
 def quantized_matmul(x, wq, s, b, *, transpose, group_size, bits):
     assert transpose
     return _A(x.a @ np.repeat(s.a, group_size, axis=1).T)
@@ -293,15 +347,19 @@ def device_info(): return {"device_name": "NumPy"}
 '''
 
 
-def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
+def fake_mlx_run(tmp_path) -> bench.Run:
+    """A run of the real mlx_worker.py against FAKE_MLX."""
     pkg = tmp_path / "fake" / "mlx"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "core.py").write_text(FAKE_MLX)
+    return bench.Run("patched", "mlx", sys.executable, {"PYTHONPATH": str(tmp_path / "fake")})
+
+
+def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
+    run = fake_mlx_run(tmp_path)
     config = bench.BenchConfig(dims=(16,), prefill_lengths=(32, 64), decode_lengths=(64,),
                                heads=4, kv_heads=2, warmup=0, iters=1)
-    run = bench.Run("patched", "mlx", sys.executable,
-                    {"PYTHONPATH": str(tmp_path / "fake")})
     records, meta = bench.run_worker(run, config, tmp_path / "w.log")
     assert meta["version"] == "0.0-fake" and meta["device"] == "NumPy"
     assert [r["status"] for r in records] == ["ok"] * 3
@@ -316,14 +374,9 @@ def test_real_mlx_worker_against_a_numpy_stand_in(tmp_path):
 
 
 def test_real_mlx_worker_times_the_linear_layers(tmp_path):
-    pkg = tmp_path / "fake" / "mlx"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "core.py").write_text(FAKE_MLX)
+    run = fake_mlx_run(tmp_path)
     config = bench.BenchConfig(dims=(), qmm_shapes=((128, 48),), qmm_rows=(1, 3),
                                warmup=0, iters=1)
-    run = bench.Run("patched", "mlx", sys.executable,
-                    {"PYTHONPATH": str(tmp_path / "fake")})
     records, _ = bench.run_worker(run, config, tmp_path / "w.log")
     assert [(r["mode"], r["qL"], r["status"]) for r in records] == [
         ("qmm", 1, "ok"), ("matmul", 1, "ok"), ("qmm", 3, "ok"), ("matmul", 3, "ok")]
@@ -331,14 +384,56 @@ def test_real_mlx_worker_times_the_linear_layers(tmp_path):
                for r in records)
 
 
+def test_real_mlx_worker_times_the_expert_layers(tmp_path):
+    run = fake_mlx_run(tmp_path)
+    # 7 tokens x top-4 = 28 rows: the decode layout; 17 x 4 = 68: sorted.
+    config = bench.BenchConfig(dims=(), moe_shapes=((128, 48),), moe_tokens=(7, 17),
+                               moe_experts=6, moe_top_k=4, warmup=0, iters=1)
+    records, _ = bench.run_worker(run, config, tmp_path / "w.log")
+    assert [(r["mode"], r["qL"], r["status"]) for r in records] == [
+        ("gather_qmm", 7, "ok"), ("gather_mm", 7, "ok"),
+        ("gather_qmm", 17, "ok"), ("gather_mm", 17, "ok")], records
+    assert all(r["tflops"] > 0 and r["tbps"] > 0 and r["D"] == 128 and r["kL"] == 48
+               for r in records)
+
+
+def layer_record(label, backend, mode, K, rows, N, status, tflops, tbps) -> dict:
+    """A worker's result line for a linear or expert layer (D = K, qL = rows
+    or tokens, kL = N)."""
+    return {"type": "result", "label": label, "backend": backend, "mode": mode,
+            "D": K, "qL": rows, "kL": N, "status": status, "ms": 1.0,
+            "tflops": tflops, "tbps": tbps, "peak_gib": 0.1, "error": None}
+
+
+def test_markdown_expert_section():
+    result = fake_result()
+    result["config"].update(moe_shapes=[[2048, 768]], moe_tokens=[1, 2048],
+                            moe_experts=128, moe_top_k=8)
+
+    def moe(label, backend, mode, T, status="ok", tflops=None, tbps=None):
+        return layer_record(label, backend, mode, 2048, T, 768, status, tflops, tbps)
+    result["records"] += [
+        moe("patched", "mlx", "gather_qmm", 1, tflops=0.0031, tbps=0.41),
+        moe("patched", "mlx", "gather_mm", 1, tflops=0.0042, tbps=1.2),
+        moe("patched", "mlx", "gather_qmm", 2048, tflops=131.0, tbps=0.34),
+        moe("patched", "mlx", "gather_mm", 2048, status="error"),
+        moe("torch", "flash", "gather_qmm", 1, status="unsupported")]
+    md = bench.markdown_report(result)
+    assert ("## Mixture-of-experts layers, 128 experts, top 8, 4-bit group 64: "
+            "TFLOP/s (2·tokens·k·N·K) / GB/s of the experts' weights read") in md
+    assert "| K → N | tokens | patched gather_qmm | patched gather_mm |" in md
+    assert "| 2048 → 768 | 1 | 0.0031 / 410 | 0.0042 / 1200 |" in md
+    assert "| 2048 → 768 | 2048 | 131 / 340 | error |" in md
+    assert "torch-flash gather_qmm" not in md
+    assert "Mixture-of-experts" not in bench.markdown_report(fake_result())
+
+
 def test_markdown_linear_section_leaves_out_runs_without_linear_results():
     result = fake_result()
     result["config"].update(qmm_shapes=[[5376, 8192]], qmm_rows=[1, 2048])
 
     def lin(label, backend, mode, M, status="ok", tflops=None, tbps=None):
-        return {"type": "result", "label": label, "backend": backend, "mode": mode,
-                "D": 5376, "qL": M, "kL": 8192, "status": status, "ms": 1.0,
-                "tflops": tflops, "tbps": tbps, "peak_gib": 0.1, "error": None}
+        return layer_record(label, backend, mode, 5376, M, 8192, status, tflops, tbps)
     result["records"] += [
         lin("patched", "mlx", "qmm", 1, tflops=0.0125, tbps=2.1),
         lin("patched", "mlx", "matmul", 1, tflops=0.0131, tbps=2.9),

@@ -121,6 +121,19 @@ def test_the_command_repeats_the_linear_layers():
     assert "--qmm-shapes" not in perfpage.bench_command(perfpage.data_of(result()))
 
 
+def test_the_command_repeats_the_expert_layers():
+    data = result()
+    data["config"].update(moe_shapes=[[2048, 768], [768, 2048]], moe_tokens=[1, 2048],
+                          moe_experts=64, moe_top_k=4, qmm_bits=8)
+    args = shlex.split(perfpage.bench_command(perfpage.data_of(data)))
+    assert args[args.index("--moe-shapes") + 1] == "2048:768,768:2048"
+    assert args[args.index("--moe-tokens") + 1] == "1,2048"
+    assert args[args.index("--moe-experts") + 1] == "64"
+    assert args[args.index("--moe-top-k") + 1] == "4"
+    assert args[args.index("--qmm-bits") + 1] == "8" and "--qmm-shapes" not in args
+    assert "--moe-shapes" not in perfpage.bench_command(perfpage.data_of(result()))
+
+
 @pytest.mark.parametrize("upstream", ["mlx-0.32.2-cp312-cp312-linux_x86_64.whl",
                                       ["mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl",
                                        "mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl"]])

@@ -27,6 +27,14 @@ times ``quantized_matmul(x[M, K], W[N, K] affine-quantized, transpose=True)``
 and ``["matmul", K, M, N]`` the dense ``x @ W.T``; both report 2·M·N·K FLOPs
 and the bandwidth of reading the weights once (packed weights, scales and
 biases for qmm; N·K·itemsize for matmul).
+
+Mixture-of-experts layers (``"moe_experts"``/``"moe_top_k"`` too):
+``["gather_qmm", K, T, N]`` times ``gather_qmm`` over E experts' quantized
+[N, K] weights for T tokens of top-k experts each, as mlx-lm's SwitchGLU
+calls it, and ``["gather_mm", K, T, N]`` the same with the experts' weights
+dense; both report 2·T·k·N·K FLOPs and the bandwidth of reading each
+expert's weights that the tokens pick once (min(E, T·k) experts: the
+worker's router spreads the tokens evenly).
 This module must not import MLX or torch.
 """
 
@@ -105,13 +113,20 @@ def classify(exc: BaseException) -> str:
 
 
 LINEAR_MODES = ("qmm", "matmul")
+EXPERT_MODES = ("gather_qmm", "gather_mm")
+
+
+def experts_read(job: dict, tokens: int) -> int:
+    """Distinct experts that ``tokens`` tokens pick under the workers'
+    even router (token t takes experts t·k … t·k + k - 1, modulo E)."""
+    return min(job["moe_experts"], tokens * job["moe_top_k"])
 
 
 def weight_bytes(job: dict, mode: str, K: int, N: int) -> float:
-    """Bytes of W read once: packed values plus a scale and a bias per group
-    (qmm), or the dense matrix (matmul)."""
+    """Bytes of one [N, K] W read once: packed values plus a scale and a
+    bias per group (qmm, gather_qmm), or the dense matrix."""
     itemsize = ITEMSIZE[job["dtype"]]
-    if mode == "qmm":
+    if mode in ("qmm", "gather_qmm"):
         bits, group = job["qmm_bits"], job["qmm_group"]
         return N * K * bits / 8 + 2.0 * N * (K // group) * itemsize
     return float(N * K * itemsize)
@@ -123,6 +138,11 @@ def metrics(job: dict, mode: str, D: int, qL: int, kL: int, ms: float,
     if mode in LINEAR_MODES:  # D = K, qL = M, kL = N
         return {"tflops": 2.0 * qL * kL * D / seconds / 1e12,
                 "tbps": weight_bytes(job, mode, D, kL) / seconds / 1e12}
+    if mode in EXPERT_MODES:  # D = K, qL = tokens, kL = N
+        rows = qL * job["moe_top_k"]
+        nbytes = experts_read(job, qL) * weight_bytes(job, mode, D, kL)
+        return {"tflops": 2.0 * rows * kL * D / seconds / 1e12,
+                "tbps": nbytes / seconds / 1e12}
     if mode == "prefill":
         flops = prefill_flops(job["batch"], job["heads"], qL, kL, D)
         return {"tflops": flops / seconds / 1e12, "tbps": None}

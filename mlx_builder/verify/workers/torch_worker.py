@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from _common import LINEAR_MODES, emit, load_job, per_call_ms, run_cases
+from _common import EXPERT_MODES, LINEAR_MODES, emit, load_job, per_call_ms, run_cases
 
 
 def main(argv: list[str]) -> None:
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> None:
     dev = torch.device("cuda")
 
     def bench(backend: str, mode: str, D: int, qL: int, kL: int) -> dict:
-        if mode in LINEAR_MODES:
+        if mode in LINEAR_MODES or mode in EXPERT_MODES:
             raise NotImplementedError("linear layers are not supported by this worker")
         gen = torch.Generator(device=dev).manual_seed(0)
         q = torch.randn(B, H, qL, D, device=dev, dtype=dtype, generator=gen)
