@@ -313,6 +313,8 @@ CASES = [
     ("bench --moe-shapes that is not K:N", _bench_moe("--moe-shapes", "2048"), 10),
     ("bench --moe-top-k above --moe-experts",
      _bench_moe("--moe-shapes", "2048:768", "--moe-experts", "8", "--moe-top-k", "9"), 10),
+    ("bench --moe-shapes with K off the group size", _bench_moe("--moe-shapes", "96:256"), 10),
+    ("bench --qmm-shapes with K off the group size", _bench_qmm_shapes("100:64"), 10),
     ("bench --moe-tokens of 0", _bench_moe("--moe-shapes", "qwen3-30b-a3b",
                                            "--moe-tokens", "0,8"), 10),
 ]

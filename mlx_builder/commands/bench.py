@@ -132,6 +132,12 @@ def command(settings: Settings, wheel: Path | None, baseline: tuple[Path, ...],
         raise ConfigError(str(exc), "--moe-shapes takes K:N pairs of an expert layer, "
                           "with --moe-top-k at most --moe-experts",
                           "e.g. --moe-shapes 2048:768,768:2048 or qwen3-30b-a3b") from None
+    group = BenchConfig().qmm_group
+    ragged = [f"{k}:{n}" for k, n in (*linear, *moe.shapes) if k % group]
+    if ragged:
+        raise ConfigError(f"K of {', '.join(ragged)} is not a multiple of the group size "
+                          f"{group}", f"the weights are quantized in groups of {group} along K",
+                          f"use shapes whose K is a multiple of {group}")
     tokens = comma_ints(moe_tokens, "moe-tokens")
     if min(tokens) < 1:
         raise ConfigError(f"--moe-tokens {moe_tokens!r} has a count below 1",
