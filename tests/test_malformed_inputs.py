@@ -226,14 +226,7 @@ def _long_work_dir(command: str):
 LISTING_ENTRY = {"filename": "mlx-1-py3-none-any.whl", "url": "mlx-1-py3-none-any.whl",
                  "tags": ["py3-none-any"], "version": "1"}
 
-def _bench_qmm_shapes(text: str) -> Callable[[Path, object], list[str]]:
-    def make(tmp: Path, up) -> list[str]:
-        wheel = make_wheel(tmp)
-        return ["bench", str(wheel), "--qmm-shapes", text, "--out", str(tmp / "out")]
-    return make
-
-
-def _bench_moe(*options: str) -> Callable[[Path, object], list[str]]:
+def _bench(*options: str) -> Callable[[Path, object], list[str]]:
     def make(tmp: Path, up) -> list[str]:
         wheel = make_wheel(tmp)
         return ["bench", str(wheel), *options, "--out", str(tmp / "out")]
@@ -309,14 +302,14 @@ CASES = [
         "--mlx", "0.1.0"], 10),
     ("apply in a work path of 4 040 characters", _long_work_dir("apply"), 33),
     ("checkout in a work path of 4 040 characters", _long_work_dir("checkout"), 33),
-    ("bench --qmm-shapes that is not K:N", _bench_qmm_shapes("5376"), 10),
-    ("bench --moe-shapes that is not K:N", _bench_moe("--moe-shapes", "2048"), 10),
+    ("bench --qmm-shapes that is not K:N", _bench("--qmm-shapes", "5376"), 10),
+    ("bench --moe-shapes that is not K:N", _bench("--moe-shapes", "2048"), 10),
     ("bench --moe-top-k above --moe-experts",
-     _bench_moe("--moe-shapes", "2048:768", "--moe-experts", "8", "--moe-top-k", "9"), 10),
-    ("bench --moe-shapes with K off the group size", _bench_moe("--moe-shapes", "96:256"), 10),
-    ("bench --qmm-shapes with K off the group size", _bench_qmm_shapes("100:64"), 10),
-    ("bench --moe-tokens of 0", _bench_moe("--moe-shapes", "qwen3-30b-a3b",
-                                           "--moe-tokens", "0,8"), 10),
+     _bench("--moe-shapes", "2048:768", "--moe-experts", "8", "--moe-top-k", "9"), 10),
+    ("bench --moe-shapes with K off the group size", _bench("--moe-shapes", "96:256"), 10),
+    ("bench --qmm-shapes with K off the group size", _bench("--qmm-shapes", "100:64"), 10),
+    ("bench --moe-tokens of 0",
+     _bench("--moe-shapes", "qwen3-30b-a3b", "--moe-tokens", "0,8"), 10),
 ]
 
 
