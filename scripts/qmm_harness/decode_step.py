@@ -1,8 +1,9 @@
 """Where one decode step of gemma-4 31B goes, in an MLX build (CUDA).
 
 Builds mlx-lm's gemma4_text at the real configuration with random 4-bit
-weights (the fullscale test part's model, 16.1 GiB), prefills L tokens in
-mlx-lm's 2048-token steps, then measures, in ms per step:
+weights (the fullscale test part's model, 16.1 GiB; 8-bit with --bits 8),
+prefills L tokens in mlx-lm's 2048-token steps, then measures, in ms per
+step:
 
   step           decode pipelined as mlx-lm's generate_step runs it
                  (async_eval of step n+1 before step n's token is read),
@@ -114,6 +115,8 @@ def main():
     p.add_argument("--length", type=int, default=32768,
                    help="context length before the measured steps")
     p.add_argument("--steps", type=int, default=64)
+    p.add_argument("--bits", type=int, choices=(4, 8), default=4,
+                   help="quantize the model's weights to this many bits")
     p.add_argument("--json", help="write the figures here too")
     p.add_argument("--profile-range", action="store_true",
                    help="16 more steps between cudaProfilerStart/Stop")
@@ -126,7 +129,7 @@ def main():
     from e2e_support import mlx_lm_modules
 
     mods = mlx_lm_modules()
-    model = fs.build_gemma4_31b(mx, mods)
+    model = fs.build_gemma4_31b(mx, mods, bits=a.bits)
     tokens = fs.prompt_tokens(mx, a.length,
                               vocab=fs.GEMMA4_31B["vocab_size"])
     cache = fs.fresh_cache(mx, mods, model)
@@ -141,6 +144,7 @@ def main():
         y = step(y)
         mx.eval(y)
     out = {"mlx": mx.__version__, "length": a.length, "steps": a.steps,
+           "bits": a.bits,
            "env": {k: v for k, v in os.environ.items()
                    if k.startswith("MLX_")}}
 

@@ -126,9 +126,10 @@ def record_name(mode: str, L: int, what: str) -> str:
 # ----------------------------------------------------------- with MLX
 
 
-def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B) -> Any:
-    """mlx-lm's gemma4_text Model with random weights, quantized to 4 bits
-    one decoder layer at a time: nn.Linear's initialisers are lazy, so only
+def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B,
+                     bits: int = BITS) -> Any:
+    """mlx-lm's gemma4_text Model with random weights, quantized to ``bits``
+    (4 unless told) one decoder layer at a time: nn.Linear's initialisers are lazy, so only
     one layer's bf16 weights exist at once before they are quantized."""
     import mlx.nn as nn
 
@@ -144,10 +145,10 @@ def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B) -> Any:
         # sqrt(head_dim). 1/sqrt(head_dim) keeps them unit-scale.
         attn.q_norm.weight = mx.full((attn.head_dim,), attn.head_dim ** -0.5,
                                      dtype=mx.bfloat16)
-        nn.quantize(layer, group_size=GROUP, bits=BITS, class_predicate=is_linear)
+        nn.quantize(layer, group_size=GROUP, bits=bits, class_predicate=is_linear)
         mx.eval(layer.parameters())
         mx.clear_cache()
-    nn.quantize(model.model, group_size=GROUP, bits=BITS,
+    nn.quantize(model.model, group_size=GROUP, bits=bits,
                 class_predicate=lambda _p, m: isinstance(m, nn.Embedding))
     mx.eval(model.parameters())
     mx.clear_cache()
