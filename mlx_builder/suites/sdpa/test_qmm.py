@@ -506,3 +506,38 @@ def test_gather_trace_routes_sorted_indices_to_tiles():
         else:
             assert ln.split()[2] == "path=gemv_rows", ln
             assert f'reason="M = 1 <= 8, B = {rows} > 64"' in ln, ln
+
+
+# mlx-lm's sorted decode of 8 tokens with top-8 (64 one-row products over 16
+# experts) at K = 1024 and 1088, 4- and 8-bit.
+_SIXTY_FOUR_TRACE = """
+import mlx.core as mx
+for k in (1024, 1088):
+    w = mx.random.normal((16, 256, k)).astype(mx.bfloat16)
+    idx = mx.sort(mx.random.randint(0, 16, (64,)).astype(mx.uint32))
+    x = mx.random.normal((64, 1, k)).astype(mx.bfloat16)
+    for bits in (4, 8):
+        q = mx.quantize(w, group_size=64, bits=bits)
+        mx.eval(mx.gather_qmm(x, *q, rhs_indices=idx, transpose=True, group_size=64,
+                              bits=bits, sorted_indices=True))
+"""
+
+
+def test_gather_trace_keeps_upstream_for_8_bit_64_products_of_small_k():
+    """64 one-row products keep upstream's kernel with 8-bit weights up to
+    K = 1024; 4-bit weights, and 8-bit past it, take the GEMV."""
+    if gpu_backend(mx) != "cuda":
+        pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
+    if why := patch_skip_reason("0069", "8-bit upstream bound"):
+        pytest.skip(why)
+    lines = trace_lines(_SIXTY_FOUR_TRACE)
+    calls = [(k, bits) for k in (1024, 1088) for bits in (4, 8)]
+    assert len(lines) == len(calls), lines
+    for ln, (k, bits) in zip(lines, calls):
+        assert " M=1 B=64 " in ln, ln
+        if bits == 8 and k <= 1024:
+            assert ln.split()[2] == "path=upstream", ln
+            assert f'reason="8-bit, B = 64 >= 64, K = {k} <= 1024"' in ln, ln
+        else:
+            assert ln.split()[2] == "path=gemv", ln
+            assert 'reason="M = 1 <= 8, B = 64 <= 64"' in ln, ln
