@@ -129,8 +129,9 @@ def record_name(mode: str, L: int, what: str) -> str:
 def build_gemma4_31b(mx: Any, mods: dict, config: dict = GEMMA4_31B,
                      bits: int = BITS) -> Any:
     """mlx-lm's gemma4_text Model with random weights, quantized to ``bits``
-    (4 unless told) one decoder layer at a time: nn.Linear's initialisers are lazy, so only
-    one layer's bf16 weights exist at once before they are quantized."""
+    (4 unless told) one decoder layer at a time: nn.Linear's initialisers
+    are lazy, so only one layer's bf16 weights exist at once before they
+    are quantized."""
     import mlx.nn as nn
 
     module = mods["gemma4_text"]
