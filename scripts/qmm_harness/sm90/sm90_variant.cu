@@ -1,0 +1,138 @@
+// One configuration of CUTLASS's Hopper mixed-input GEMM as qmm_sm90 builds
+// it (w as A, 4-bit affine, scales and zeros [K / group, N]; x as B; out
+// [M, N]), compiled once per VARIANT so that the variants compile in
+// parallel. sm90_bench.cu times them side by side.
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include "sm90_variant.h"
+
+using namespace cute;
+
+#if VARIANT == 0 // qmm_sm90 as MLX builds it from 129 rows
+using CtaTile = Shape<_128, _256, _64>;
+using CtaCluster = Shape<_1, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 128x256x64 c1x1"
+#elif VARIANT == 1 // two CTAs along w share each x tile
+using CtaTile = Shape<_128, _256, _64>;
+using CtaCluster = Shape<_2, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 128x256x64 c2x1"
+#elif VARIANT == 2 // two CTAs along x share each w tile
+using CtaTile = Shape<_128, _256, _64>;
+using CtaCluster = Shape<_1, _2, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 128x256x64 c1x2"
+#elif VARIANT == 3
+using CtaTile = Shape<_128, _128, _64>;
+using CtaCluster = Shape<_1, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 128x128x64 c1x1"
+#elif VARIANT == 4 // each consumer warpgroup its own tile, epilogues overlap
+using CtaTile = Shape<_64, _256, _64>;
+using CtaCluster = Shape<_1, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#define NAME "pingpong 64x256x64 c1x1"
+#elif VARIANT == 5
+using CtaTile = Shape<_64, _128, _64>;
+using CtaCluster = Shape<_1, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#define NAME "pingpong 64x128x64 c1x1"
+#elif VARIANT == 6
+using CtaTile = Shape<_256, _128, _64>;
+using CtaCluster = Shape<_1, _1, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 256x128x64 c1x1"
+#elif VARIANT == 7
+using CtaTile = Shape<_128, _256, _64>;
+using CtaCluster = Shape<_2, _2, _1>;
+using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#define NAME "coop 128x256x64 c2x2"
+#else
+#error "unknown VARIANT"
+#endif
+
+namespace {
+
+constexpr int kGroup = 64;
+using Element = cutlass::bfloat16_t;
+using Quant = cutlass::uint4b_t;
+constexpr int AlignmentA = 128 / cutlass::sizeof_bits<Element>::value;
+constexpr int AlignmentB = 128 / cutlass::sizeof_bits<Quant>::value;
+
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, CtaTile, CtaCluster,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+    cutlass::layout::ColumnMajor, AlignmentA, Element,
+    cutlass::layout::ColumnMajor, AlignmentA, EpiSchedule>::CollectiveOp;
+
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    tuple<Quant, Element, Element>, cutlass::layout::RowMajor, AlignmentB,
+    Element, cutlass::layout::ColumnMajor, AlignmentA, float, CtaTile, CtaCluster,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename Epilogue::SharedStorage))>,
+    Schedule>::CollectiveOp;
+
+using Kernel = cutlass::gemm::kernel::
+    GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+using Raster = typename Kernel::TileScheduler::RasterOrderOptions;
+
+// Runs out = x @ dequant(w).T on stream, or returns why it cannot.
+const char* run(const Problem& p, const Launch& l, cudaStream_t stream) {
+  static Gemm gemm;
+  int m = p.m, n = p.n, k = p.k;
+  auto dA = make_stride(int64_t(k), Int<1>{}, int64_t(m) * k);
+  auto dB = make_stride(int64_t(k), Int<1>{}, int64_t(n) * k);
+  auto dS = make_stride(Int<1>{}, int64_t(n), int64_t(n) * k / kGroup);
+  auto dD = make_stride(Int<1>{}, int64_t(n), int64_t(m) * n);
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {n, m, k, 1},
+      {static_cast<const Quant*>(p.w), dB, static_cast<const Element*>(p.x),
+       dA, static_cast<const Element*>(p.scales), dS, kGroup,
+       static_cast<const Element*>(p.biases)},
+      {{1.f, 0.f}, static_cast<Element*>(p.out), dD,
+       static_cast<Element*>(p.out), dD}};
+  args.scheduler.max_swizzle_size = l.swizzle;
+  args.scheduler.raster_order = l.raster == 1 ? Raster::AlongM
+      : l.raster == 2                         ? Raster::AlongN
+                                              : Raster::Heuristic;
+  if (Gemm::can_implement(args) != cutlass::Status::kSuccess) {
+    return "cannot implement";
+  }
+  if (Gemm::get_workspace_size(args) > 0) {
+    return "needs a workspace";
+  }
+  if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) {
+    return "initialize failed";
+  }
+  if (gemm.run(stream) != cutlass::Status::kSuccess) {
+    return "launch failed";
+  }
+  return nullptr;
+}
+
+} // namespace
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+
+extern "C" Variant CAT(variant_, VARIANT)() {
+  return Variant{NAME, int(sizeof(typename Kernel::SharedStorage)), &run};
+}
