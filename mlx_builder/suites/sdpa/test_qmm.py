@@ -7,7 +7,7 @@ batched shapes. The reference unpacks the weights on the CPU, applies
 scales and biases in float64 and multiplies in float64. Row counts are
 chosen so that the default routing takes each path on CUDA (the GEMV up to
 8 rows, upstream's kernels in between, dequantize + cuBLAS from 256 rows,
-or for 4-bit weights on an sm_90a build on a Hopper qmm_sm90 up to 2048);
+or on an sm_90a build on a Hopper qmm_sm90 up to 2048);
 each path is also forced in its own process (MLX reads MLX_CUDA_QMM_PATH
 once), and MLX_CUDA_QMM_TRACE=1 must name the path and its reason.
 
@@ -54,9 +54,9 @@ pytestmark = pytest.mark.gpu
 TOL = 1e-2
 DTYPES = ("bfloat16", "float16")
 # (x shape, N): 1 and 5 rows (GEMV), a batch of 2 x 3, 13, 40 and 130 rows
-# (upstream), 257 and 300 rows (dequantize, or qmm_sm90 for 4-bit weights on
-# a Hopper); N and K odd multiples where MLX allows. K = 128 with group size
-# 128 is the call upstream sends to qmm_sm90 on sm_90 (one group per row);
+# (upstream), 257 and 300 rows (dequantize, or qmm_sm90 on a Hopper); N and
+# K odd multiples where MLX allows. K = 128 with group size 128 is the call
+# upstream sends to qmm_sm90 on sm_90 (one group per row);
 # forced qmm_sm90 (K a multiple of 64, N of 8) also takes the batch, 130
 # rows (its 256-row tile) and gemma-4's K = 5376; 8 rows, the most one
 # GEMV block takes, with an odd N.
@@ -362,35 +362,37 @@ def test_trace_names_forced_sm90():
     assert 'reason="sm90 forced but 3-bit weights"' in lines[1], lines
 
 
-# 4-bit calls at the edges of qmm_sm90's route (N, rows), then 8-bit.
+# Calls at the edges of qmm_sm90's route (bits, N, rows).
 _SM90_ROUTE = """
 import mlx.core as mx
-for n, rows in ((5376, 32), (5376, 64), (4096, 64), (4096, 2048), (4096, 4096)):
+for bits, n, rows in ((4, 5376, 32), (4, 5376, 64), (4, 4096, 64), (4, 4096, 2048),
+                      (4, 4096, 4096), (8, 5376, 64), (8, 4096, 300), (8, 4096, 2048),
+                      (8, 4096, 2049)):
     w = mx.random.normal((n, 512)).astype(mx.bfloat16)
-    q = mx.quantize(w, group_size=64, bits=4)
+    q = mx.quantize(w, group_size=64, bits=bits)
     x = mx.random.normal((rows, 512)).astype(mx.bfloat16)
-    mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=4))
-q = mx.quantize(w, group_size=64, bits=8)
-x = mx.random.normal((300, 512)).astype(mx.bfloat16)
-mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=8))
+    mx.eval(mx.quantized_matmul(x, *q, transpose=True, group_size=64, bits=bits))
 """
 
 
-def test_trace_routes_4_bit_calls_to_sm90_where_compiled():
-    """From 256 to 2048 rows, and from 64 where N >= 5376, on a Hopper with
-    the kernel compiled; 8-bit calls and every other GPU keep the rest."""
+def test_trace_routes_4_and_8_bit_calls_to_sm90_where_compiled():
+    """From 256 to 2048 rows, and for 4-bit weights from 64 where N >= 5376,
+    on a Hopper with the kernel compiled; every other GPU keeps the rest."""
     if gpu_backend(mx) != "cuda":
         pytest.skip("MLX_CUDA_QMM_TRACE is CUDA's")
-    if why := sm90_skip_reason():
+    if why := sm90_skip_reason() or patch_skip_reason("0070", "8-bit sm90 route"):
         pytest.skip(why)
     lines = trace_lines(_SM90_ROUTE)
     paths = [ln.split()[1].removeprefix("path=") for ln in lines]
     if sm90_compiled_here():
-        assert paths == ["upstream", "sm90", "upstream", "sm90", "dequant", "dequant"], lines
+        assert paths == ["upstream", "sm90", "upstream", "sm90", "dequant",
+                         "upstream", "sm90", "sm90", "dequant"], lines
         assert 'reason="4-bit, M*B = 64 >= 64, N = 5376 >= 5376"' in lines[1], lines
         assert 'reason="4-bit, M*B = 2048 in [256, 2048]"' in lines[3], lines
+        assert 'reason="8-bit, M*B = 300 in [256, 2048]"' in lines[6], lines
     else:
-        assert paths == ["upstream", "upstream", "upstream", "dequant", "dequant", "dequant"], lines
+        assert paths == ["upstream", "upstream", "upstream", "dequant", "dequant",
+                         "upstream", "dequant", "dequant", "dequant"], lines
 
 
 # gather_qmm at M = 1 with 8 products (the GEMV), 96 and 1280 products (6
