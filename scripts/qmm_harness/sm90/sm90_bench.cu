@@ -3,12 +3,12 @@
 // against a float64 reference on sampled outputs. One JSON object per line.
 //
 //   sm90_bench [--ms 2048 32768] [--reps 20] [--rounds 3] [--variants 0 3]
-//              [--normal]
+//              [--normal] [--list]
 //
 // --normal draws x and w from normal distributions and quantizes w per
 // group as mx.quantize does (scale (max - min) / 15, bias min), the data
 // MLX's benchmarks time; otherwise x, the packed bytes, scales and biases
-// are uniform.
+// are uniform. --list prints the variants and exits (no GPU needed).
 
 #include "sm90_variant.h"
 
@@ -86,7 +86,7 @@ double reference(const Host& h, int n, int k, int i, int j) {
   for (int c = 0; c < k; ++c) {
     uint8_t byte = h.w[(size_t(j) * k + c) / 2];
     int q = (c & 1) ? (byte >> 4) : (byte & 15);
-    size_t g = size_t(c / 64) * n + j;
+    size_t g = size_t(c / kGroupSize) * n + j;
     double wv = double(bf16_to_float(h.scales[g])) * q +
         bf16_to_float(h.biases[g]);
     acc += double(bf16_to_float(h.x[size_t(i) * k + c])) * wv;
@@ -94,12 +94,56 @@ double reference(const Host& h, int n, int k, int i, int j) {
   return acc;
 }
 
+Host sized(int m, int n, int k) {
+  Host h;
+  h.x.resize(size_t(m) * k);
+  h.w.resize(size_t(n) * k / 2);
+  h.scales.resize(size_t(k / kGroupSize) * n);
+  h.biases.resize(h.scales.size());
+  return h;
+}
+
+// x, the packed bytes, scales and biases uniform.
+Host uniform_data(int m, int n, int k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  Host h = sized(m, n, k);
+  for (auto& v : h.x) v = float_to_bf16(unit(rng));
+  for (auto& v : h.w) v = uint8_t(rng());
+  for (auto& v : h.scales) v = float_to_bf16(0.02f + 0.01f * unit(rng));
+  for (auto& v : h.biases) v = float_to_bf16(-0.15f + 0.05f * unit(rng));
+  return h;
+}
+
+// x normal, w normal quantized per group as mx.quantize does.
+Host normal_data(int m, int n, int k, std::mt19937& rng) {
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  Host h = sized(m, n, k);
+  for (auto& v : h.x) v = float_to_bf16(gauss(rng));
+  std::vector<float> g(kGroupSize);
+  for (int j = 0; j < n; ++j) {
+    for (int c0 = 0; c0 < k; c0 += kGroupSize) {
+      for (auto& v : g) v = 0.05f * gauss(rng);
+      auto [lo, hi] = std::minmax_element(g.begin(), g.end());
+      float bias = *lo, scale = std::max(*hi - *lo, 1e-6f) / 15.f;
+      size_t gi = size_t(c0 / kGroupSize) * n + j;
+      h.scales[gi] = float_to_bf16(scale);
+      h.biases[gi] = float_to_bf16(bias);
+      for (int c = 0; c < kGroupSize; ++c) {
+        int q = std::clamp(int(std::lround((g[c] - bias) / scale)), 0, 15);
+        size_t e = size_t(j) * k + c0 + c;
+        h.w[e / 2] |= uint8_t(q << ((e & 1) * 4));
+      }
+    }
+  }
+  return h;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> ms = {2048, 32768};
   int reps = 20, rounds = 3;
-  bool normal = false;
+  bool normal = false, list = false;
   std::vector<int> only;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--ms")) {
@@ -117,8 +161,12 @@ int main(int argc, char** argv) {
       normal = true;
     } else if (!std::strcmp(argv[a], "--rounds") && a + 1 < argc) {
       rounds = std::atoi(argv[++a]);
+    } else if (!std::strcmp(argv[a], "--list")) {
+      list = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--ms M ...] [--reps R] [--rounds N]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--ms M ...] [--reps R] [--rounds N] "
+                   "[--variants I ...] [--normal] [--list]\n",
                    argv[0]);
       return 2;
     }
@@ -137,53 +185,25 @@ int main(int argc, char** argv) {
     }
     variants = picked;
   }
+  if (list) {
+    for (const Variant& v : variants) {
+      std::printf("%s (%d bytes of shared memory)\n", v.name, v.smem_bytes);
+    }
+    return 0;
+  }
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
   std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<float> unit(-1.f, 1.f);
-  std::normal_distribution<float> gauss(0.f, 1.f);
 
   for (int m : ms) {
     for (const Shape& s : kShapes) {
-      Host h;
-      size_t nx = size_t(m) * s.k, nw = size_t(s.n) * s.k / 2,
-             ng = size_t(s.k / 64) * s.n, no = size_t(m) * s.n;
-      h.x.resize(nx);
-      h.w.resize(nw);
-      h.scales.resize(ng);
-      h.biases.resize(ng);
-      if (normal) {
-        for (auto& v : h.x) v = float_to_bf16(gauss(rng));
-        std::fill(h.w.begin(), h.w.end(), 0);
-        std::vector<float> g(64);
-        for (int j = 0; j < s.n; ++j) {
-          for (int c0 = 0; c0 < s.k; c0 += 64) {
-            float lo = 1e30f, hi = -1e30f;
-            for (auto& v : g) {
-              v = 0.05f * gauss(rng);
-              lo = std::min(lo, v);
-              hi = std::max(hi, v);
-            }
-            float scale = std::max(hi - lo, 1e-6f) / 15.f;
-            size_t gi = size_t(c0 / 64) * s.n + j;
-            h.scales[gi] = float_to_bf16(scale);
-            h.biases[gi] = float_to_bf16(lo);
-            for (int c = 0; c < 64; ++c) {
-              int q = std::min(15, std::max(0, int(std::lround((g[c] - lo) / scale))));
-              size_t e = size_t(j) * s.k + c0 + c;
-              h.w[e / 2] |= uint8_t(q << ((e & 1) * 4));
-            }
-          }
-        }
-      } else {
-        for (auto& v : h.x) v = float_to_bf16(unit(rng));
-        for (auto& v : h.w) v = uint8_t(rng());
-        for (auto& v : h.scales) v = float_to_bf16(0.02f + 0.01f * unit(rng));
-        for (auto& v : h.biases) v = float_to_bf16(-0.15f + 0.05f * unit(rng));
-      }
+      Host h = normal ? normal_data(m, s.n, s.k, rng)
+                      : uniform_data(m, s.n, s.k, rng);
+      size_t nx = h.x.size(), nw = h.w.size(), ng = h.scales.size(),
+             no = size_t(m) * s.n;
       void *x, *w, *sc, *bi, *out;
       CHECK(cudaMalloc(&x, nx * 2));
       CHECK(cudaMalloc(&w, nw));

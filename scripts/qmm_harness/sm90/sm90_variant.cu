@@ -12,63 +12,56 @@
 
 #include "sm90_variant.h"
 
+#include <cstdio>
+#include <type_traits>
+
 using namespace cute;
 
+// Tile rows of w and of x, cluster CTAs along w and along x, and whether
+// each consumer warpgroup takes its own tile (ping-pong) or both share one
+// (cooperative).
 #if VARIANT == 0 // qmm_sm90 as MLX builds it from 129 rows
-using CtaTile = Shape<_128, _256, _64>;
-using CtaCluster = Shape<_1, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 128x256x64 c1x1"
+#define CONFIG 128, 256, 1, 1, false
 #elif VARIANT == 1 // two CTAs along w share each x tile
-using CtaTile = Shape<_128, _256, _64>;
-using CtaCluster = Shape<_2, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 128x256x64 c2x1"
+#define CONFIG 128, 256, 2, 1, false
 #elif VARIANT == 2 // two CTAs along x share each w tile
-using CtaTile = Shape<_128, _256, _64>;
-using CtaCluster = Shape<_1, _2, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 128x256x64 c1x2"
+#define CONFIG 128, 256, 1, 2, false
 #elif VARIANT == 3
-using CtaTile = Shape<_128, _128, _64>;
-using CtaCluster = Shape<_1, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 128x128x64 c1x1"
-#elif VARIANT == 4 // each consumer warpgroup its own tile, epilogues overlap
-using CtaTile = Shape<_64, _256, _64>;
-using CtaCluster = Shape<_1, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
-#define NAME "pingpong 64x256x64 c1x1"
+#define CONFIG 128, 128, 1, 1, false
+#elif VARIANT == 4 // epilogues overlap the other warpgroup's mainloop
+#define CONFIG 64, 256, 1, 1, true
 #elif VARIANT == 5
-using CtaTile = Shape<_64, _128, _64>;
-using CtaCluster = Shape<_1, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
-#define NAME "pingpong 64x128x64 c1x1"
+#define CONFIG 64, 128, 1, 1, true
 #elif VARIANT == 6
-using CtaTile = Shape<_256, _128, _64>;
-using CtaCluster = Shape<_1, _1, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 256x128x64 c1x1"
+#define CONFIG 256, 128, 1, 1, false
 #elif VARIANT == 7
-using CtaTile = Shape<_128, _256, _64>;
-using CtaCluster = Shape<_2, _2, _1>;
-using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-#define NAME "coop 128x256x64 c2x2"
+#define CONFIG 128, 256, 2, 2, false
 #else
 #error "unknown VARIANT"
 #endif
 
 namespace {
 
-constexpr int kGroup = 64;
+template <int TileW, int TileX, int ClusterW, int ClusterX, bool PingPong>
+struct Config {
+  static constexpr int tile_w = TileW, tile_x = TileX;
+  static constexpr int cluster_w = ClusterW, cluster_x = ClusterX;
+  static constexpr bool ping_pong = PingPong;
+  using Tile = Shape<Int<TileW>, Int<TileX>, _64>;
+  using Cluster = Shape<Int<ClusterW>, Int<ClusterX>, _1>;
+  using Schedule = std::conditional_t<
+      PingPong,
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpiSchedule = std::conditional_t<
+      PingPong,
+      cutlass::epilogue::TmaWarpSpecialized,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>;
+};
+using Cfg = Config<CONFIG>;
+using CtaTile = Cfg::Tile;
+using CtaCluster = Cfg::Cluster;
+
 using Element = cutlass::bfloat16_t;
 using Quant = cutlass::uint4b_t;
 constexpr int AlignmentA = 128 / cutlass::sizeof_bits<Element>::value;
@@ -78,7 +71,7 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, CtaTile, CtaCluster,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
     cutlass::layout::ColumnMajor, AlignmentA, Element,
-    cutlass::layout::ColumnMajor, AlignmentA, EpiSchedule>::CollectiveOp;
+    cutlass::layout::ColumnMajor, AlignmentA, Cfg::EpiSchedule>::CollectiveOp;
 
 using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -86,7 +79,7 @@ using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     Element, cutlass::layout::ColumnMajor, AlignmentA, float, CtaTile, CtaCluster,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
         sizeof(typename Epilogue::SharedStorage))>,
-    Schedule>::CollectiveOp;
+    Cfg::Schedule>::CollectiveOp;
 
 using Kernel = cutlass::gemm::kernel::
     GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
@@ -99,13 +92,13 @@ const char* run(const Problem& p, const Launch& l, cudaStream_t stream) {
   int m = p.m, n = p.n, k = p.k;
   auto dA = make_stride(int64_t(k), Int<1>{}, int64_t(m) * k);
   auto dB = make_stride(int64_t(k), Int<1>{}, int64_t(n) * k);
-  auto dS = make_stride(Int<1>{}, int64_t(n), int64_t(n) * k / kGroup);
+  auto dS = make_stride(Int<1>{}, int64_t(n), int64_t(n) * k / kGroupSize);
   auto dD = make_stride(Int<1>{}, int64_t(n), int64_t(m) * n);
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {n, m, k, 1},
       {static_cast<const Quant*>(p.w), dB, static_cast<const Element*>(p.x),
-       dA, static_cast<const Element*>(p.scales), dS, kGroup,
+       dA, static_cast<const Element*>(p.scales), dS, kGroupSize,
        static_cast<const Element*>(p.biases)},
       {{1.f, 0.f}, static_cast<Element*>(p.out), dD,
        static_cast<Element*>(p.out), dD}};
@@ -134,5 +127,9 @@ const char* run(const Problem& p, const Launch& l, cudaStream_t stream) {
 #define CAT(a, b) CAT2(a, b)
 
 extern "C" Variant CAT(variant_, VARIANT)() {
-  return Variant{NAME, int(sizeof(typename Kernel::SharedStorage)), &run};
+  static char name[48];
+  std::snprintf(name, sizeof(name), "%s %dx%dx64 c%dx%d",
+                Cfg::ping_pong ? "pingpong" : "coop", Cfg::tile_w,
+                Cfg::tile_x, Cfg::cluster_w, Cfg::cluster_x);
+  return Variant{name, int(sizeof(typename Kernel::SharedStorage)), &run};
 }

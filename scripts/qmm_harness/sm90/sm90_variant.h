@@ -3,12 +3,15 @@
 
 #include <cuda_runtime.h>
 
+// The one group size the variants are compiled for.
+constexpr int kGroupSize = 64;
+
 struct Problem {
   int m, n, k;
   const void* x; // [m, k] bf16
   const void* w; // [n, k / 8] uint32, 4-bit
-  const void* scales; // [k / 64, n] bf16
-  const void* biases; // [k / 64, n] bf16
+  const void* scales; // [k / kGroupSize, n] bf16
+  const void* biases; // [k / kGroupSize, n] bf16
   void* out; // [m, n] bf16
 };
 
