@@ -1,5 +1,6 @@
 // C entry points over qmm_affine.cuh for the Python runner (ctypes).
 #include "qmm_affine.cuh"
+#include "qmm_mma.cuh"
 
 #include <cuda_runtime.h>
 
@@ -135,6 +136,51 @@ int launch_dequant(const void* w, const void* s, const void* b, void* out,
   return int(cudaGetLastError());
 }
 
+template <typename T, int BITS, int GROUP, int WN, int WM, int NT, int R,
+          int STAGES>
+int launch_mma(const Gemv& a) {
+  using S = QmmMmaShape<T, BITS, WN, WM, NT, R, STAGES>;
+  auto kernel = qmm_mma_kernel<T, BITS, GROUP, WN, WM, NT, R, STAGES>;
+  if (S::SMEM > 48 * 1024) {
+    cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+  }
+  int64_t mt = (int64_t(a.M) + S::BM - 1) / S::BM;
+  int64_t nt = (int64_t(a.N) + S::BN - 1) / S::BN;
+  if (mt > 0x7fffffff || nt > 65535) return -2;
+  dim3 grid{uint32_t(mt), uint32_t(nt)};
+  kernel<<<grid, S::THREADS, S::SMEM, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.M, a.N, a.K);
+  return int(cudaGetLastError());
+}
+
+// Tile shapes of qmm_mma_kernel the harness compares: warps across weight
+// rows and across rows of x, 16-row weight tiles and 8-row x tiles per
+// warp, stages. Variants 5 and 6 fit the 99 KB of shared memory per block
+// of sm_86, sm_89 and sm_12x (4-bit: 80 KB).
+template <typename T, int BITS, int GROUP>
+int mma_variant(int variant, const Gemv& a) {
+  switch (variant) {
+    case 0: // 256 weight rows x 128 rows of x, 8 warps of 64 x 64
+      return launch_mma<T, BITS, GROUP, 4, 2, 4, 8, 4>(a);
+    case 1: // 256 x 128, 8 warps of 32 x 128
+      return launch_mma<T, BITS, GROUP, 8, 1, 2, 16, 4>(a);
+    case 2: // 128 x 256, 8 warps of 32 x 128, 2 stages
+      return launch_mma<T, BITS, GROUP, 4, 2, 2, 16, 2>(a);
+    case 3: // 128 x 128, 4 warps of 64 x 64
+      return launch_mma<T, BITS, GROUP, 2, 2, 4, 8, 4>(a);
+    case 4: // variant 0 with 3 stages
+      return launch_mma<T, BITS, GROUP, 4, 2, 4, 8, 3>(a);
+    case 5: // variant 3 with 2 stages
+      return launch_mma<T, BITS, GROUP, 2, 2, 4, 8, 2>(a);
+    case 6: // 128 x 128, 8 warps of 32 x 64, 2 stages
+      return launch_mma<T, BITS, GROUP, 4, 2, 2, 8, 2>(a);
+    default:
+      return -1;
+  }
+}
+
 template <typename T>
 struct Tag {
   using type = T;
@@ -250,5 +296,18 @@ extern "C" int qmm_dequant(int dtype, int bits, int group, const void* w,
     using T = typename decltype(t)::type;
     return launch_dequant<T, decltype(bt)::value, decltype(g)::value>(
         w, s, b, out, N, K, st);
+  });
+}
+
+// Fused prefill GEMM on mma.sync (qmm_mma.cuh); variant: mma_variant's
+// tile shape.
+extern "C" int qmm_mma(int dtype, int bits, int group, int variant,
+                       const void* x, const void* w, const void* s,
+                       const void* b, void* out, int M, int N, int K,
+                       void* stream) {
+  Gemv a{x, w, s, b, out, nullptr, nullptr, M, N, K, 1, (cudaStream_t)stream};
+  return dispatch(dtype, bits, group, [&](auto t, auto bt, auto g) {
+    using T = typename decltype(t)::type;
+    return mma_variant<T, decltype(bt)::value, decltype(g)::value>(variant, a);
   });
 }

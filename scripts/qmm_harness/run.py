@@ -29,6 +29,11 @@ ACTIVE = []  # the GEMV variants check and bench-gemv run (--variants)
 
 VARIANTS = {0: "w4u2", 1: "w4u4", 2: "w8u2", 3: "w2u4", 4: "w8u1",
             5: "dq-w4u2"}
+# qmm_mma_kernel's tile shapes (harness.cu's mma_variant): weight rows x
+# rows of x per block, warps.
+MMA_VARIANTS = {0: "256x128w8", 1: "256x128w8n2", 2: "128x256w8s2",
+                3: "128x128w4", 4: "256x128w8s3", 5: "128x128w4s2",
+                6: "128x128w8s2"}
 
 
 def build(arch, out):
@@ -48,6 +53,7 @@ def load(path):
     LIB.qmm_gather_rows.argtypes = LIB.qmm_gather_gemv.argtypes
     LIB.qmm_gather_tiles.argtypes = [ctypes.c_int] * 4 + [
         ctypes.c_void_p] * 7 + [ctypes.c_int] * 5 + [ctypes.c_void_p] * 2
+    LIB.qmm_mma.argtypes = LIB.qmm_gemv.argtypes
     LIB.qmm_dequant.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
 
@@ -73,16 +79,26 @@ def make_weights(N, K, bits, group, dtype, gen):
     return w.cuda(), scales.cuda(), biases.cuda(), deq
 
 
-def gemv(x, w, s, b, bits, group, variant, out=None):
+def dense_call(entry, x, w, s, b, bits, group, variant, out=None):
+    """out = x @ dequant(w).T through a dense C entry point (qmm_gemv,
+    qmm_mma), which all take the same arguments."""
     M, K = x.shape
     N = w.shape[0]
     if out is None:
         out = torch.empty(M, N, dtype=x.dtype, device="cuda")
-    rc = LIB.qmm_gemv(dcode(x.dtype), bits, group, variant, x.data_ptr(),
-                      w.data_ptr(), s.data_ptr(), b.data_ptr(), out.data_ptr(),
-                      M, N, K, torch.cuda.current_stream().cuda_stream)
+    rc = entry(dcode(x.dtype), bits, group, variant, x.data_ptr(),
+               w.data_ptr(), s.data_ptr(), b.data_ptr(), out.data_ptr(),
+               M, N, K, torch.cuda.current_stream().cuda_stream)
     assert rc == 0, rc
     return out
+
+
+def gemv(x, w, s, b, bits, group, variant, out=None):
+    return dense_call(LIB.qmm_gemv, x, w, s, b, bits, group, variant, out)
+
+
+def mma(x, w, s, b, bits, group, variant, out=None):
+    return dense_call(LIB.qmm_mma, x, w, s, b, bits, group, variant, out)
 
 
 def gather_gemv(x, w, s, b, lhs, rhs, bits, group, variant, out=None,
@@ -534,6 +550,74 @@ def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
     results["prefill"] = rows
 
 
+def check_mma(results, variants):
+    """qmm_mma_kernel against the float64 reference: every bits/group/dtype,
+    M, N and K off the tile sizes (K % 128 != 0 for 4-bit), more than one
+    tile along each."""
+    gen = torch.Generator().manual_seed(3)
+    cases = [(1, 16, 128), (7, 33, 384), (130, 257, 640), (300, 520, 4224),
+             (2049, 300, 1024), (64, 72, 21504)]
+    worst, fails = 0.0, []
+    for dtype in (torch.bfloat16, torch.float16):
+        for bits in (4, 8):
+            for group in (32, 64, 128):
+                for M, N, K in cases:
+                    w, s, b, deq = make_weights(N, K, bits, group, dtype, gen)
+                    x = torch.randn(M, K, generator=gen).to(dtype)
+                    ref = x.double() @ deq.T
+                    xc = x.cuda()
+                    for v in variants:
+                        out = torch.full((M, N), float("nan"), dtype=dtype,
+                                         device="cuda")
+                        mma(xc, w, s, b, bits, group, v, out)
+                        torch.cuda.synchronize()
+                        e = rel(out, ref)
+                        worst = max(worst, e)
+                        if not e < 1e-2:
+                            fails.append((MMA_VARIANTS[v], dtype, bits, group,
+                                          M, N, K, e))
+    print(f"check-mma: worst relative error {worst:.2e}, {len(fails)} failures")
+    for f in fails[:20]:
+        print("  FAIL", f)
+    results["check_mma"] = {"worst": worst, "failures": [str(f) for f in fails]}
+    return not fails
+
+
+def bench_mma(results, variants, Ms=(256, 2048, 8192), bits_list=(4, 8),
+              group=64):
+    """qmm_mma_kernel's TFLOP/s at gemma-4 31B's shapes beside torch's bf16
+    GEMM of the same product (the card's bf16 GEMM) in this process."""
+    rows = []
+    for name, K, N in SHAPES:
+        dense = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        for M in Ms:
+            x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+            reps = 10 if M > 4096 else 30
+            fl = 2 * M * N * K
+            row = {"shape": name, "K": K, "N": N, "M": M, "torch_tflops":
+                   fl / time_fn(lambda _: torch.mm(x, dense.T), [0], reps)
+                   / 1e9}
+            for bits in bits_list:
+                w, s, b = random_packed((), N, K, bits, group)
+                for v in variants:
+                    t = time_fn(lambda _: mma(x, w, s, b, bits, group, v, out),
+                                [0], reps)
+                    row[f"{bits}b_{MMA_VARIANTS[v]}"] = fl / t / 1e9
+                del w, s, b
+            rows.append(row)
+            del x, out
+        del dense
+        torch.cuda.empty_cache()
+    print("\nqmm_mma_kernel vs torch bf16 mm (TFLOP/s)")
+    for r in rows:
+        vals = " ".join(f"{k}={v:6.1f}" for k, v in r.items()
+                        if k[0].isdigit())
+        print(f"  {r['shape']:12s} M={r['M']:6d} "
+              f"torch={r['torch_tflops']:6.1f} {vals}")
+    results["mma"] = rows
+
+
 def bench_list(results, path):
     """GPU time of a list of calls at M = 1 (a decode step's quantized
     matmuls: decode_step.py's qmm_shapes), each variant queued back to back
@@ -572,13 +656,19 @@ def main():
     p.add_argument("--json")
     p.add_argument("--variants", type=int, nargs="+", default=sorted(VARIANTS),
                    help="GEMV variants to check and time (default: all)")
+    p.add_argument("--mma-variants", type=int, nargs="+",
+                   default=sorted(MMA_VARIANTS),
+                   help="check-mma, bench-mma: qmm_mma_kernel's tile shapes")
+    p.add_argument("--ms", type=int, nargs="+", default=[256, 2048, 8192],
+                   help="bench-mma: rows of x")
     p.add_argument("--graph", action="store_true",
                    help="bench-gemv: time a CUDA graph of the queued calls")
     p.add_argument("--shapes", help="bench-list: decode_step.py's JSON, or "
                    "a list of [N, K, bits, group]")
     a = p.parse_args()
     known = {"build", "check", "bench-gemv", "bench-gather",
-             "bench-gather-rows", "bench-prefill", "bench-list"}
+             "bench-gather-rows", "bench-prefill", "bench-list",
+             "check-mma", "bench-mma"}
     if "bench-list" in a.steps and not a.shapes:
         p.error("bench-list needs --shapes FILE")
     if set(a.steps) - known:
@@ -603,6 +693,10 @@ def main():
             bench_gather_rows(results)
         elif step == "bench-prefill":
             bench_prefill(results)
+        elif step == "check-mma":
+            ok &= check_mma(results, a.mma_variants)
+        elif step == "bench-mma":
+            bench_mma(results, a.mma_variants, Ms=a.ms)
         elif step == "bench-list":
             bench_list(results, a.shapes)
         if a.json:

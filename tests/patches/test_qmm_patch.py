@@ -64,5 +64,5 @@ def test_the_harness_compiles_with_its_entry_points(tmp_path):
          str(HARNESS / "harness.cu"), "-o", str(lib)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     loaded = ctypes.CDLL(str(lib))
-    for name in ("qmm_gemv", "qmm_gather_gemv", "qmm_dequant"):
+    for name in ("qmm_gemv", "qmm_gather_gemv", "qmm_dequant", "qmm_mma"):
         assert hasattr(loaded, name), name
