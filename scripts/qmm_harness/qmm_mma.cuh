@@ -1,6 +1,5 @@
-// Candidate prefill kernel for GPUs without wgmma (sm_80 ... sm_121): a
-// fused affine quantized GEMM on mma.sync, out = x * dequant(W)^T.
-// Harness-only until it measures faster than the path MLX takes there.
+// Prefill kernel for GPUs without wgmma (sm_80 ... sm_121): a fused affine
+// quantized GEMM on mma.sync, out = x * dequant(W)^T.
 //
 // Layout as qmm_affine.cuh: w [N, K * bits / 32] uint32, scales/biases
 // [N, K / group], x [M, K], out [M, N], all row-major.
@@ -12,7 +11,9 @@
 // by BM rows of x; x and W tiles of KC columns are staged through STAGES
 // shared-memory buffers with cp.async, so that every warp's dequantized
 // weights feed R MMAs and every x fragment NT of them. Scales and biases
-// are loaded to registers one stage ahead.
+// are loaded to registers one stage ahead. Blocks run in bands of group_m
+// row tiles of x (qmm_mma_group_m), each band sweeping all weight rows, so
+// that a band's x stays in L2 however large M is.
 #pragma once
 
 #include "qmm_affine.cuh"
@@ -86,6 +87,37 @@ struct QmmMmaShape {
   static_assert(BM * XUNITS % THREADS == 0 && BN * 4 % THREADS == 0);
 };
 
+// Row tiles of x per band: as many as fill half of an L2 of l2_bytes, at
+// least one and at most m_tiles.
+inline int qmm_mma_group_m(
+    int64_t l2_bytes,
+    int64_t tile_bytes,
+    int64_t m_tiles) {
+  int64_t g = l2_bytes / 2 / tile_bytes;
+  return int(g < 1 ? 1 : (g > m_tiles ? m_tiles : g));
+}
+
+// The first row of x and of W of this block's tile: one grid dimension of
+// m_tiles * n_tiles blocks in bands of group_m row tiles of x (fewer in the
+// last band), x's tile varying fastest in a band. The block index is read
+// with a volatile move so that a second call recomputes the tile instead of
+// holding it in registers through the main loop.
+template <int BM, int BN>
+__device__ __forceinline__ void
+qmm_mma_block_tile(int M, int N, int group_m, int64_t& m0, int& n0) {
+  uint32_t bid;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(bid));
+  const int m_tiles = (M + BM - 1) / BM;
+  const int n_tiles = (N + BN - 1) / BN;
+  const int64_t per_band = int64_t(group_m) * n_tiles;
+  const int band = int(bid / per_band);
+  const int first = band * group_m;
+  const int size = min(group_m, m_tiles - first);
+  const int local = int(bid - band * per_band);
+  m0 = int64_t(first + local % size) * BM;
+  n0 = (local / size) * BN;
+}
+
 template <
     typename T,
     int BITS,
@@ -103,7 +135,8 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
     T* __restrict__ out,
     int M,
     int N,
-    int K) {
+    int K,
+    int group_m) {
   using S = QmmMmaShape<T, BITS, WN, WM, NT, R, STAGES>;
   using V = typename Vec2<T>::type;
   constexpr int THREADS = S::THREADS, VALS = S::VALS, KC = S::KC;
@@ -127,8 +160,9 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   const int t = lane & 3;
   const int wn = warp % WN;
   const int wm = warp / WN;
-  const int64_t m0 = int64_t(blockIdx.x) * BM;
-  const int n0 = blockIdx.y * BN;
+  int64_t m0;
+  int n0;
+  qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
   const int chunks = (K + KC - 1) / KC;
   const int64_t row_bytes = int64_t(K) * BITS / 8;
   const int groups_per_row = K / GROUP;
@@ -142,6 +176,10 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   const int wc = threadIdx.x & 3, wr0 = threadIdx.x >> 2;
   const T* xg = x + (m0 + xr0) * K + xu * 8;
   const char* wg = wbytes + (n0 + wr0) * row_bytes + wc * 16;
+  // Rows left from the thread's first ones (ints, so that m0 and n0 need
+  // no registers through the main loop).
+  const int x_rows_left = int(min(int64_t(M) - m0 - xr0, int64_t(BM)));
+  const int w_rows_left = N - n0 - wr0;
   // Rows a thread stages differ by multiples of 8: one swizzle for all.
   static_assert(XSTEP % 8 == 0 && WSTEP % 8 == 0);
   const int xoff = xr0 * XLD + qmm_mma_x_unit<BITS>(xr0, xu) * 8;
@@ -151,7 +189,7 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
     const bool xk = c * KC + xu * 8 < K;
 #pragma unroll
     for (int l = 0; l < XLOADS; ++l) {
-      const bool valid = xk && m0 + xr0 + l * XSTEP < M;
+      const bool valid = xk && l * XSTEP < x_rows_left;
       cp_async16(
           xd + l * XSTEP * XLD,
           valid ? xg + int64_t(l * XSTEP) * K + c * KC : x,
@@ -161,7 +199,7 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
     const bool wk = c * KC + wc * VALS < K;
 #pragma unroll
     for (int l = 0; l < WLOADS; ++l) {
-      const bool valid = wk && n0 + wr0 + l * WSTEP < N;
+      const bool valid = wk && l * WSTEP < w_rows_left;
       cp_async16(
           wd + l * WSTEP * 64,
           valid ? wg + l * WSTEP * row_bytes + int64_t(c) * 64 : wbytes,
@@ -173,6 +211,7 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   const int wrow = wn * 16 * NT + g;
   const T* sg = scales + int64_t(n0 + wrow) * groups_per_row;
   const T* bg = biases + int64_t(n0 + wrow) * groups_per_row;
+  const int s_rows_left = N - n0 - wrow;
   auto load_scales = [&](int c, T (&s)[NT][2], T (&b)[NT][2]) {
     const int k = c * KC + t * VALS;
     const int gi = k / GROUP;
@@ -181,7 +220,7 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int dn = nt * 16 + 8 * h;
-        const bool valid = k < K && n0 + wrow + dn < N;
+        const bool valid = k < K && dn < s_rows_left;
         s[nt][h] = valid ? sg[dn * groups_per_row + gi] : T(0.f);
         b[nt][h] = valid ? bg[dn * groups_per_row + gi] : T(0.f);
       }
@@ -308,6 +347,7 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   cp_async_wait<0>();
 
   // acc[nt][r]: [0, 1] weight row g, x rows 2t, 2t + 1; [2, 3] row g + 8.
+  qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
