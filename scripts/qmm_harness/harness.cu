@@ -107,6 +107,9 @@ int launch_tiles(const Gemv& a) {
   return int(cudaGetLastError());
 }
 
+template <typename T, int BITS, int GROUP, int WN, int NT, int R, int STAGES>
+int launch_mma_gather(const Gemv& a);
+
 // Tile shapes of gather_qmm_tiles_kernel the harness compares: warps, row
 // groups of 8, 16-row weight tiles per warp, K per staged chunk. MLX's
 // launcher takes variant 0 (chunks of 64 columns for 8-bit weights).
@@ -119,6 +122,10 @@ int tiles_variant(int variant, const Gemv& a) {
       return launch_tiles<T, BITS, GROUP, 8, 8, 1, 128>(a);
     case 2:
       return launch_tiles<T, BITS, GROUP, 8, 4, 1, 128>(a);
+    case 3: // qmm_mma_kernel, 64 rows x 256 weight rows, 4 stages, sorted
+      return launch_mma_gather<T, BITS, GROUP, 8, 2, 8, 4>(a);
+    case 4: // the same, 2 stages (64 KB at 4-bit: sm_86, sm_89, sm_12x)
+      return launch_mma_gather<T, BITS, GROUP, 8, 2, 8, 2>(a);
     default:
       return -1;
   }
@@ -154,7 +161,29 @@ int launch_mma(const Gemv& a) {
   int group_m = qmm_mma_group_m(l2, int64_t(S::BM) * a.K * sizeof(T), mt);
   kernel<<<uint32_t(mt * nt), S::THREADS, S::SMEM, a.st>>>(
       (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
-      (T*)a.out, a.M, a.N, a.K, group_m);
+      (T*)a.out, a.M, a.N, a.K, group_m, nullptr, nullptr, nullptr);
+  return int(cudaGetLastError());
+}
+
+// gather_qmm over sorted indices through qmm_mma_kernel: the table of
+// one-expert tiles of BM rows first, as for the staged tiles.
+template <typename T, int BITS, int GROUP, int WN, int NT, int R, int STAGES>
+int launch_mma_gather(const Gemv& a) {
+  using S = QmmMmaShape<T, BITS, WN, 1, NT, R, STAGES>;
+  if (a.tiles == nullptr) return -3; // one expert per tile: sorted only
+  auto kernel = qmm_mma_kernel<T, BITS, GROUP, WN, 1, NT, R, STAGES, true>;
+  if (S::SMEM > 48 * 1024) {
+    cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+  }
+  int64_t rows = int64_t(a.B) * a.M;
+  int64_t tiles = (rows + S::BM - 1) / S::BM + a.E;
+  gather_expert_tiles_kernel<S::BM><<<1, 1024, 0, a.st>>>(
+      a.rhs, a.B, a.M, a.E, a.tiles, tiles);
+  dim3 grid{uint32_t(tiles), uint32_t((a.N + S::BN - 1) / S::BN)};
+  kernel<<<grid, S::THREADS, S::SMEM, a.st>>>(
+      (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,
+      (T*)a.out, a.M, a.N, a.K, 0, a.lhs, a.rhs, a.tiles);
   return int(cudaGetLastError());
 }
 

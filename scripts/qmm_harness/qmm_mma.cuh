@@ -118,6 +118,12 @@ qmm_mma_block_tile(int M, int N, int group_m, int64_t& m0, int& n0) {
   n0 = (local / size) * BN;
 }
 
+// With GATHER, gather_qmm over indices sorted by expert: block x takes the
+// rows of gather_expert_tiles_kernel's tile blockIdx.x (tiles[2i] its first
+// row, tiles[2i + 1] its rows, at most BM, all of one expert; rows of the
+// products laid end to end as in gathered_x_row), block y its weight rows,
+// and w, scales and biases hold the experts ([E, N, ...]); M is the rows
+// per product and group_m unused.
 template <
     typename T,
     int BITS,
@@ -126,7 +132,8 @@ template <
     int WM,
     int NT,
     int R,
-    int STAGES>
+    int STAGES,
+    bool GATHER = false>
 __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
     const T* __restrict__ x,
     const uint32_t* __restrict__ w,
@@ -136,7 +143,10 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
     int M,
     int N,
     int K,
-    int group_m) {
+    int group_m,
+    const uint32_t* __restrict__ lhs_indices,
+    const uint32_t* __restrict__ rhs_indices,
+    const int64_t* __restrict__ tiles) {
   using S = QmmMmaShape<T, BITS, WN, WM, NT, R, STAGES>;
   using V = typename Vec2<T>::type;
   constexpr int THREADS = S::THREADS, VALS = S::VALS, KC = S::KC;
@@ -160,9 +170,26 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   const int t = lane & 3;
   const int wn = warp % WN;
   const int wm = warp / WN;
+  // The tile: rows m0 ... m0 + rcount - 1 (of x, or of the products' rows
+  // laid end to end) by weight rows n0 ... n0 + BN - 1.
   int64_t m0;
   int n0;
-  qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
+  int rcount;
+  if constexpr (GATHER) {
+    m0 = tiles[2 * blockIdx.x];
+    rcount = int(tiles[2 * blockIdx.x + 1]);
+    n0 = blockIdx.y * BN;
+    if (rcount == 0) {
+      return; // a slot past the last of the table's tiles
+    }
+    const int64_t e = rhs_indices[m0 / M];
+    w += e * (int64_t(N) * (K * BITS / 32));
+    scales += e * (int64_t(N) * (K / GROUP));
+    biases += e * (int64_t(N) * (K / GROUP));
+  } else {
+    qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
+    rcount = int(min(int64_t(M) - m0, int64_t(BM)));
+  }
   const int chunks = (K + KC - 1) / KC;
   const int64_t row_bytes = int64_t(K) * BITS / 8;
   const int groups_per_row = K / GROUP;
@@ -174,11 +201,22 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   static_assert(THREADS % XUNITS == 0);
   const int xu = threadIdx.x % XUNITS, xr0 = threadIdx.x / XUNITS;
   const int wc = threadIdx.x & 3, wr0 = threadIdx.x >> 2;
+  // The thread's rows of x: dense, xg + l * XSTEP rows; gathered, xp[l].
   const T* xg = x + (m0 + xr0) * K + xu * 8;
+  const T* xp[GATHER ? XLOADS : 1];
+  if constexpr (GATHER) {
+#pragma unroll
+    for (int l = 0; l < XLOADS; ++l) {
+      const int i = xr0 + l * XSTEP;
+      xp[l] = i < rcount
+          ? gathered_x_row(x, lhs_indices, M, K, m0 + i) + xu * 8
+          : x;
+    }
+  }
   const char* wg = wbytes + (n0 + wr0) * row_bytes + wc * 16;
   // Rows left from the thread's first ones (ints, so that m0 and n0 need
   // no registers through the main loop).
-  const int x_rows_left = int(min(int64_t(M) - m0 - xr0, int64_t(BM)));
+  const int x_rows_left = rcount - xr0;
   const int w_rows_left = N - n0 - wr0;
   // Rows a thread stages differ by multiples of 8: one swizzle for all.
   static_assert(XSTEP % 8 == 0 && WSTEP % 8 == 0);
@@ -190,10 +228,13 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
 #pragma unroll
     for (int l = 0; l < XLOADS; ++l) {
       const bool valid = xk && l * XSTEP < x_rows_left;
-      cp_async16(
-          xd + l * XSTEP * XLD,
-          valid ? xg + int64_t(l * XSTEP) * K + c * KC : x,
-          valid);
+      const T* src;
+      if constexpr (GATHER) {
+        src = xp[l];
+      } else {
+        src = xg + int64_t(l * XSTEP) * K;
+      }
+      cp_async16(xd + l * XSTEP * XLD, valid ? src + c * KC : x, valid);
     }
     char* wd = ws(st) + woff;
     const bool wk = c * KC + wc * VALS < K;
@@ -347,7 +388,17 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
   cp_async_wait<0>();
 
   // acc[nt][r]: [0, 1] weight row g, x rows 2t, 2t + 1; [2, 3] row g + 8.
-  qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
+  // The tile again rather than kept in registers through the main loop
+  // (volatile: loads here, not the ones above).
+  if constexpr (GATHER) {
+    m0 = *reinterpret_cast<const volatile int64_t*>(tiles + 2 * blockIdx.x);
+    rcount = int(
+        *reinterpret_cast<const volatile int64_t*>(tiles + 2 * blockIdx.x + 1));
+    n0 = blockIdx.y * BN;
+  } else {
+    qmm_mma_block_tile<BM, BN>(M, N, group_m, m0, n0);
+    rcount = int(min(int64_t(M) - m0, int64_t(BM)));
+  }
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -355,9 +406,9 @@ __global__ void __launch_bounds__(WN* WM * 32, 1) qmm_mma_kernel(
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int n = n0 + wrow + nt * 16 + (i >> 1) * 8;
-        const int64_t m = m0 + wm * 8 * R + 8 * r + 2 * t + (i & 1);
-        if (n < N && m < M) {
-          out[m * N + n] = T(acc[nt][r][i]);
+        const int row = wm * 8 * R + 8 * r + 2 * t + (i & 1);
+        if (n < N && row < rcount) {
+          out[(m0 + row) * N + n] = T(acc[nt][r][i]);
         }
       }
     }

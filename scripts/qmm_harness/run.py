@@ -135,9 +135,12 @@ def gather_rows(x, w, s, b, lhs, rhs, bits, group, groups, out):
 
 
 # gather_qmm_tiles_kernel's tile shapes (harness.cu's tiles_variant): rows
-# per tile and weight rows per warp; MLX's launcher takes the first.
-TILE_VARIANTS = {0: "t64n32", 1: "t64n16", 2: "t32n16"}
-TILE_ROWS = {0: 64, 1: 64, 2: 32}
+# per tile and weight rows per warp; MLX's launcher takes the first. 3 and 4
+# run qmm_mma_kernel over one-expert tiles (sorted indices only).
+TILE_VARIANTS = {0: "t64n32", 1: "t64n16", 2: "t32n16", 3: "mma64s4",
+                 4: "mma64s2"}
+TILE_ROWS = {0: 64, 1: 64, 2: 32, 3: 64, 4: 64}
+SORTED_ONLY = {3, 4}
 
 
 def gather_tiles(x, w, s, b, lhs, rhs, bits, group, variant, out,
@@ -283,7 +286,8 @@ def check_gather(gen):
                         for r in ROW_GROUPS]
                     runs += [(name, lambda out, v=v: gather_tiles(
                         xd, w, s, b, li, ri, bits, group, v, out))
-                        for v, name in TILE_VARIANTS.items()]
+                        for v, name in TILE_VARIANTS.items()
+                        if v not in SORTED_ONLY]
                     if order:
                         runs += [(f"{name}-sorted", lambda out, v=v: gather_tiles(
                             xd, w, s, b, li, ri, bits, group, v, out, True))
@@ -490,7 +494,7 @@ def bench_gather_rows(results, bits_list=(4, 8), group=64,
                     sets, 20)
                 row[f"rows{8 * r}"] = fl / ms / 1e9
             for v, vname in TILE_VARIANTS.items():
-                for srt in (False, True):
+                for srt in (False, True)[v in SORTED_ONLY:]:
                     ms = time_fn(lambda st, v=v, srt=srt: gather_tiles(
                         x, st[0], st[1], st[2], lhs, st[3], bits, group, v,
                         out, srt), sets, 20)
