@@ -556,16 +556,20 @@ def bench_prefill(results, Ms=(2048, 32768), bits=4, group=64):
 
 def check_mma(results, variants):
     """qmm_mma_kernel against the float64 reference: every bits/group/dtype,
-    M, N and K off the tile sizes (K % 128 != 0 for 4-bit), more than one
-    tile along each."""
+    M, N and K off the tile sizes (K rounded up to the group: a last chunk
+    of 32, 64 or 96 of 4-bit's 128 columns and of 32 of 8-bit's 64 where the
+    group allows, K below one chunk), more than one tile along each, and at
+    K = 21504 row tiles of x in several bands (half of a 50 MB L2 holds 4
+    of 128 rows)."""
     gen = torch.Generator().manual_seed(3)
-    cases = [(1, 16, 128), (7, 33, 384), (130, 257, 640), (300, 520, 4224),
-             (2049, 300, 1024), (64, 72, 21504)]
+    cases = [(1, 16, 128), (7, 33, 352), (130, 257, 672), (300, 520, 4160),
+             (2049, 300, 1024), (1100, 72, 21504), (5, 40, 96)]
     worst, fails = 0.0, []
     for dtype in (torch.bfloat16, torch.float16):
         for bits in (4, 8):
             for group in (32, 64, 128):
                 for M, N, K in cases:
+                    K = -(-K // group) * group
                     w, s, b, deq = make_weights(N, K, bits, group, dtype, gen)
                     x = torch.randn(M, K, generator=gen).to(dtype)
                     ref = x.double() @ deq.T
