@@ -155,9 +155,13 @@ int launch_mma(const Gemv& a) {
   int64_t mt = (int64_t(a.M) + S::BM - 1) / S::BM;
   int64_t nt = (int64_t(a.N) + S::BN - 1) / S::BN;
   if (mt * nt > 0x7fffffff) return -2;
-  int device = 0, l2 = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+  // Read once: the harness runs on one device.
+  static const int l2 = [] {
+    int device = 0, bytes = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device);
+    return bytes;
+  }();
   int group_m = qmm_mma_group_m(l2, int64_t(S::BM) * a.K * sizeof(T), mt);
   kernel<<<uint32_t(mt * nt), S::THREADS, S::SMEM, a.st>>>(
       (const T*)a.x, (const uint32_t*)a.w, (const T*)a.s, (const T*)a.b,

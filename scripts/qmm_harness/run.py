@@ -198,6 +198,17 @@ def rel(a, ref):
     return ((a - ref).norm() / ref.norm()).item()
 
 
+def report(results, step, worst, fails):
+    """Print a check step's worst error and first failures, record them
+    under the step's name (dashes as underscores); True if none failed."""
+    print(f"{step}: worst relative error {worst:.2e}, {len(fails)} failures")
+    for f in fails[:20]:
+        print("  FAIL", f)
+    results[step.replace("-", "_")] = {"worst": worst,
+                                       "failures": [str(f) for f in fails]}
+    return not fails
+
+
 def check(results):
     gen = torch.Generator().manual_seed(1)
     cases = [(1, 16, 32), (1, 997, 384), (3, 4099, 640), (8, 16, 128),
@@ -235,11 +246,7 @@ def check(results):
     gworst, gfails = check_gather(gen)
     worst = max(worst, gworst)
     fails += gfails
-    print(f"check: worst relative error {worst:.2e}, {len(fails)} failures")
-    for f in fails[:20]:
-        print("  FAIL", f)
-    results["check"] = {"worst": worst, "failures": [str(f) for f in fails]}
-    return not fails
+    return report(results, "check", worst, fails)
 
 
 # Gathered cases (experts E, rows per product M, N, K, products B, batches of
@@ -584,11 +591,7 @@ def check_mma(results, variants):
                         if not e < 1e-2:
                             fails.append((MMA_VARIANTS[v], dtype, bits, group,
                                           M, N, K, e))
-    print(f"check-mma: worst relative error {worst:.2e}, {len(fails)} failures")
-    for f in fails[:20]:
-        print("  FAIL", f)
-    results["check_mma"] = {"worst": worst, "failures": [str(f) for f in fails]}
-    return not fails
+    return report(results, "check-mma", worst, fails)
 
 
 def bench_mma(results, variants, Ms=(256, 2048, 8192), bits_list=(4, 8),
